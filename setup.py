@@ -1,0 +1,39 @@
+"""Packaging for albert_tf. The TensorFlow family is pinned together: these
+versions are built against each other (tensorflow-text's ops load only into the
+matching tensorflow)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="albert_tf",
+    version="0.1.0",
+    description="Google's ALBERT on TensorFlow 2 / Keras 2: same flags, files and numbers",
+    packages=find_packages(include=["albert_tf", "albert_tf.*"]),
+    py_modules=[
+        "create_pretraining_data",
+        "run_pretraining",
+        "run_classifier",
+        "run_squad",
+        "convert_checkpoint",
+        "export_model",
+    ],
+    python_requires=">=3.10",
+    install_requires=[
+        "tensorflow==2.21.0",
+        "tf-keras==2.21.0",
+        "tensorflow-text==2.21.1",
+        "sentencepiece>=0.2.0,<0.3",
+        "absl-py>=2.1,<3",
+        "numpy>=1.26,<3",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={
+        "console_scripts": [
+            "albert-create-pretraining-data=create_pretraining_data:run",
+            "albert-run-pretraining=run_pretraining:run",
+            "albert-run-classifier=run_classifier:run",
+            "albert-run-squad=run_squad:run",
+            "albert-convert-checkpoint=convert_checkpoint:run",
+            "albert-export-model=export_model:run",
+        ]
+    },
+)
