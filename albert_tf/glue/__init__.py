@@ -1,0 +1,28 @@
+"""GLUE fine-tuning: task readers, features (cached TFRecords), classifier head,
+metrics, output files and SavedModel export.
+
+Light modules (processors, metrics, outputs) import without TensorFlow; the rest
+is imported lazily on first use.
+"""
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "InputExample": "albert_tf.glue.processors",
+    "GlueDataError": "albert_tf.glue.processors",
+    "GlueProcessor": "albert_tf.glue.processors",
+    "TaskSpec": "albert_tf.glue.processors",
+    "TASK_NAMES": "albert_tf.glue.processors",
+    "get_processor": "albert_tf.glue.processors",
+    "get_task_spec": "albert_tf.glue.processors",
+    "compute_glue_metrics": "albert_tf.glue.metrics",
+    "key_metric": "albert_tf.glue.metrics",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'albert_tf.glue' has no attribute {name!r}")

@@ -1,0 +1,351 @@
+"""GLUE task readers: the TSV files exactly as distributed, one table of task facts.
+
+The original has one hand-written processor class per task; they differ only in
+file names, column positions, header or not, and label list. Here each task is a
+`TaskSpec` (data) read by one `GlueProcessor` (code), so a fact lives in one place.
+
+Reading rules (those of the GLUE distribution and the original's `_read_tsv`):
+- UTF-8, a leading byte-order mark is dropped (MRPC has one);
+- tab-separated, no quoting at all (`"` is an ordinary character: csv QUOTE_NONE);
+- rows end at `\\n` only (a stray `\\r` before it is dropped), never at other
+  Unicode line breaks that sit inside GLUE sentences;
+- empty lines carry no data and are skipped.
+
+Where the original silently skipped or crashed (QQP rows with missing columns are
+dropped by it; an unknown label is a KeyError far away), a malformed row here is a
+`GlueDataError` naming the file, the line number and the offending value.
+
+Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterator, Sequence
+
+SPLITS = ("train", "dev", "test")
+
+MNLI_LABELS = ("contradiction", "entailment", "neutral")
+NLI2_LABELS = ("entailment", "not_entailment")
+BINARY_LABELS = ("0", "1")
+
+
+class GlueDataError(ValueError):
+    """A GLUE data file does not have the expected shape or labels."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputExample:
+    """One row of a GLUE file. `label` is a label string, a float (STS-B) or None (test)."""
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitLayout:
+    """Where one split of a task lives and which columns hold what.
+
+    `guid_column` None means the guid is `"<split>-<line index>"` as the original
+    makes it (line index counted from 0 over all rows, header included).
+    `label_column` None means the split has no labels (test files). `num_columns`
+    is checked only for files without a header; a file with a header must have
+    every row as wide as its header.
+    """
+
+    file: str
+    has_header: bool
+    text_a: int
+    text_b: int | None = None
+    label_column: int | None = None
+    guid_column: int | None = 0
+    num_columns: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """Everything task-specific: files, columns, labels, key metric, GLUE file name."""
+
+    name: str
+    folder: str
+    labels: tuple[str, ...] | None  # None: regression (STS-B)
+    splits: dict[str, SplitLayout]
+    key_metric: str
+    submission_file: str  # the name the GLUE server expects for this task's predictions
+
+    @property
+    def is_regression(self) -> bool:
+        return self.labels is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.labels is None else len(self.labels)
+
+
+def _pair(file: str, labelled: bool) -> SplitLayout:
+    """The common layout: header, index in column 0, two texts in 1 and 2, label last."""
+    return SplitLayout(file, True, text_a=1, text_b=2, label_column=-1 if labelled else None)
+
+
+def _mnli(name: str, dev: str, test: str, submission: str) -> TaskSpec:
+    # MNLI train has 12 columns, dev 16 (five annotator labels), test 10: texts are
+    # always columns 8 and 9 and the gold label is the last column.
+    return TaskSpec(
+        name=name,
+        folder="MNLI",
+        labels=MNLI_LABELS,
+        splits={
+            "train": SplitLayout("train.tsv", True, 8, 9, label_column=-1),
+            "dev": SplitLayout(dev, True, 8, 9, label_column=-1),
+            "test": SplitLayout(test, True, 8, 9),
+        },
+        key_metric="eval_accuracy",
+        submission_file=submission,
+    )
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            name="cola",
+            folder="CoLA",
+            labels=BINARY_LABELS,
+            splits={
+                # train/dev: source, label, original label, sentence; no header.
+                "train": SplitLayout("train.tsv", False, 3, None, 1, None, num_columns=4),
+                "dev": SplitLayout("dev.tsv", False, 3, None, 1, None, num_columns=4),
+                "test": SplitLayout("test.tsv", True, 1),
+            },
+            key_metric="matthew_corr",
+            submission_file="CoLA.tsv",
+        ),
+        _mnli("mnli", "dev_matched.tsv", "test_matched.tsv", "MNLI-m.tsv"),
+        _mnli("mismnli", "dev_mismatched.tsv", "test_mismatched.tsv", "MNLI-mm.tsv"),
+        TaskSpec(
+            name="mrpc",
+            folder="MRPC",
+            labels=BINARY_LABELS,
+            splits={
+                # Quality, #1 ID, #2 ID, #1 String, #2 String (UTF-8 BOM on the header).
+                "train": SplitLayout("train.tsv", True, 3, 4, 0, None),
+                "dev": SplitLayout("dev.tsv", True, 3, 4, 0, None),
+                "test": SplitLayout("test.tsv", True, 3, 4),
+            },
+            key_metric="eval_accuracy",
+            submission_file="MRPC.tsv",
+        ),
+        TaskSpec(
+            name="rte",
+            folder="RTE",
+            labels=NLI2_LABELS,
+            splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            key_metric="eval_accuracy",
+            submission_file="RTE.tsv",
+        ),
+        TaskSpec(
+            name="sst-2",
+            folder="SST-2",
+            labels=BINARY_LABELS,
+            splits={
+                "train": SplitLayout("train.tsv", True, 0, None, 1, None),
+                "dev": SplitLayout("dev.tsv", True, 0, None, 1, None),
+                "test": SplitLayout("test.tsv", True, 1),
+            },
+            key_metric="eval_accuracy",
+            submission_file="SST-2.tsv",
+        ),
+        TaskSpec(
+            name="sts-b",
+            folder="STS-B",
+            labels=None,
+            splits={
+                # index genre filename year old_index source1 source2 sentence1 sentence2 [score]
+                "train": SplitLayout("train.tsv", True, 7, 8, -1),
+                "dev": SplitLayout("dev.tsv", True, 7, 8, -1),
+                "test": SplitLayout("test.tsv", True, 7, 8),
+            },
+            key_metric="pearson",
+            submission_file="STS-B.tsv",
+        ),
+        TaskSpec(
+            name="qqp",
+            folder="QQP",
+            labels=BINARY_LABELS,
+            splits={
+                # id qid1 qid2 question1 question2 is_duplicate; test: id question1 question2.
+                "train": SplitLayout("train.tsv", True, 3, 4, 5),
+                "dev": SplitLayout("dev.tsv", True, 3, 4, 5),
+                "test": SplitLayout("test.tsv", True, 1, 2),
+            },
+            key_metric="eval_accuracy",
+            submission_file="QQP.tsv",
+        ),
+        TaskSpec(
+            name="qnli",
+            folder="QNLI",
+            labels=NLI2_LABELS,
+            splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            key_metric="eval_accuracy",
+            submission_file="QNLI.tsv",
+        ),
+        TaskSpec(
+            name="wnli",
+            folder="WNLI",
+            labels=BINARY_LABELS,
+            splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            key_metric="eval_accuracy",
+            submission_file="WNLI.tsv",
+        ),
+        TaskSpec(
+            # The diagnostic set: predicted with an MNLI model, no train or dev split.
+            name="ax",
+            folder="diagnostic",
+            labels=MNLI_LABELS,
+            splits={"test": SplitLayout("diagnostic.tsv", True, 1, 2)},
+            key_metric="eval_accuracy",
+            submission_file="AX.tsv",
+        ),
+    )
+}
+
+TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+
+
+def get_task_spec(task_name: str) -> TaskSpec:
+    """The spec of a task, by case-insensitive name ("CoLA", "sts-b", ...)."""
+    key = task_name.strip().lower()
+    if key not in TASKS:
+        raise ValueError(
+            f"unknown GLUE task {task_name!r}; known tasks: {', '.join(TASK_NAMES)}"
+        )
+    return TASKS[key]
+
+
+def read_tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    """Yields (1-based line number, fields) for each non-empty line of a GLUE TSV."""
+    # newline="\n": split rows at "\n" only; GLUE sentences contain other line breaks.
+    with open(path, "r", encoding="utf-8-sig", newline="\n") as f:
+        for line_number, line in enumerate(f, start=1):
+            line = line[:-1] if line.endswith("\n") else line
+            line = line[:-1] if line.endswith("\r") else line
+            if line:
+                yield line_number, line.split("\t")
+
+
+class GlueProcessor:
+    """Reads the train/dev/test examples of one GLUE task (see `TaskSpec`)."""
+
+    def __init__(self, spec: TaskSpec):
+        self.spec = spec
+        self._label_set = frozenset(spec.labels or ())
+
+    @property
+    def task_name(self) -> str:
+        return self.spec.name
+
+    @property
+    def is_regression(self) -> bool:
+        return self.spec.is_regression
+
+    def get_labels(self) -> list[str] | list[None]:
+        """The label list in the original's order ([None] for STS-B, as the original)."""
+        return [None] if self.spec.labels is None else list(self.spec.labels)
+
+    def has_split(self, split: str) -> bool:
+        return split in self.spec.splits
+
+    def data_file(self, data_dir: str | os.PathLike, split: str) -> str:
+        """Path of a split's file: `data_dir/<TASK folder>/<file>`."""
+        if split not in self.spec.splits:
+            available = ", ".join(self.spec.splits)
+            raise ValueError(
+                f"task {self.spec.name!r} has no {split!r} split (it has: {available})"
+            )
+        return os.path.join(data_dir, self.spec.folder, self.spec.splits[split].file)
+
+    def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
+        """Streams the examples of a split, checking every row."""
+        path = self.data_file(data_dir, split)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"GLUE {self.spec.name} {split} file not found: {path} "
+                f"(expected --data_dir to contain {self.spec.folder}/{self.spec.splits[split].file})"
+            )
+        layout = self.spec.splits[split]
+        width = layout.num_columns
+        # Columns the layout reads; a file narrower than this cannot be this task's file.
+        used = [layout.text_a, layout.text_b, layout.label_column, layout.guid_column]
+        min_width = max(c + 1 if c >= 0 else -c for c in used if c is not None)
+        row_index = -1
+        for line_number, fields in read_tsv_rows(path):
+            row_index += 1
+            if layout.has_header and row_index == 0:
+                width = len(fields)
+                if width < min_width:
+                    raise GlueDataError(
+                        f"{path}:{line_number}: header has {width} columns, the "
+                        f"{self.spec.name} {split} file needs at least {min_width}: {fields!r}"
+                    )
+                continue
+            if len(fields) != width:
+                raise GlueDataError(
+                    f"{path}:{line_number}: expected {width} tab-separated columns, "
+                    f"found {len(fields)}: {_clip(fields)}"
+                )
+            yield self._make_example(fields, layout, split, row_index, path, line_number)
+
+    def _make_example(
+        self,
+        fields: Sequence[str],
+        layout: SplitLayout,
+        split: str,
+        row_index: int,
+        path: str,
+        line_number: int,
+    ) -> InputExample:
+        guid = f"{split}-{row_index}" if layout.guid_column is None else fields[layout.guid_column]
+        label: str | float | None = None
+        if layout.label_column is not None:
+            raw = fields[layout.label_column]
+            if self.spec.is_regression:
+                try:
+                    label = float(raw)
+                except ValueError:
+                    raise GlueDataError(
+                        f"{path}:{line_number}: label {raw!r} is not a number "
+                        f"({self.spec.name} is a regression task)"
+                    ) from None
+            elif raw not in self._label_set:
+                raise GlueDataError(
+                    f"{path}:{line_number}: unknown label {raw!r} for task "
+                    f"{self.spec.name}; expected one of {list(self.spec.labels)}"
+                )
+            else:
+                label = raw
+        text_b = None if layout.text_b is None else fields[layout.text_b]
+        return InputExample(guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label)
+
+    def get_examples(self, data_dir: str | os.PathLike, split: str) -> list[InputExample]:
+        return list(self.iter_examples(data_dir, split))
+
+    def get_train_examples(self, data_dir: str | os.PathLike) -> list[InputExample]:
+        return self.get_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir: str | os.PathLike) -> list[InputExample]:
+        return self.get_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir: str | os.PathLike) -> list[InputExample]:
+        return self.get_examples(data_dir, "test")
+
+
+def _clip(fields: Sequence[str], limit: int = 200) -> str:
+    text = repr(list(fields))
+    return text if len(text) <= limit else text[:limit] + "...]"
+
+
+def get_processor(task_name: str) -> GlueProcessor:
+    """The processor of a task by case-insensitive name; unknown names list the known ones."""
+    return GlueProcessor(get_task_spec(task_name))
