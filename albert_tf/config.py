@@ -1,0 +1,168 @@
+"""AlbertConfig: the original `albert_config.json`, read and written as-is.
+
+Unknown keys in a released config (e.g. `net_structure_type`, `gap_size`) are
+kept and written back, so a round trip through this class loses nothing.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+# field -> (type, default). `None` default means the field is required.
+_FIELDS: dict[str, tuple[type, Any]] = {
+    "vocab_size": (int, None),
+    "embedding_size": (int, None),
+    "hidden_size": (int, None),
+    "num_hidden_layers": (int, None),
+    "num_attention_heads": (int, None),
+    "intermediate_size": (int, None),
+    "num_hidden_groups": (int, 1),
+    "inner_group_num": (int, 1),
+    "down_scale_factor": (int, 1),
+    "hidden_act": (str, "gelu"),
+    "hidden_dropout_prob": (float, 0.0),
+    "attention_probs_dropout_prob": (float, 0.0),
+    "max_position_embeddings": (int, 512),
+    "type_vocab_size": (int, 2),
+    "initializer_range": (float, 0.02),
+}
+
+# Release configs (ALBERT_SPEC §2): name -> (L, H, heads, I).
+_PRESETS = {
+    "base": (12, 768, 12, 3072),
+    "large": (24, 1024, 16, 4096),
+    "xlarge": (24, 2048, 16, 8192),
+    "xxlarge": (12, 4096, 64, 16384),
+}
+
+
+class ConfigError(ValueError):
+    """A config field is missing, of the wrong type or inconsistent."""
+
+
+class AlbertConfig:
+    """Hyper-parameters of an ALBERT model, with the original's field names."""
+
+    def __init__(self, **fields: Any):
+        self.extra: dict[str, Any] = {}
+        for name, (kind, default) in _FIELDS.items():
+            if name not in fields:
+                if default is None:
+                    raise ConfigError(f"ALBERT config is missing required field '{name}' ({kind.__name__})")
+                value = default
+            else:
+                value = fields[name]
+            setattr(self, name, _checked(name, kind, value))
+        for name, value in fields.items():
+            if name not in _FIELDS:
+                self.extra[name] = value
+        self._validate()
+
+    def _validate(self) -> None:
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                     "num_attention_heads", "intermediate_size", "num_hidden_groups",
+                     "inner_group_num", "max_position_embeddings", "type_vocab_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"ALBERT config field '{name}' must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"ALBERT config: hidden_size ({self.hidden_size}) is not a multiple of "
+                f"num_attention_heads ({self.num_attention_heads})")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"ALBERT config: num_hidden_groups ({self.num_hidden_groups}) exceeds "
+                f"num_hidden_layers ({self.num_hidden_layers}); some groups would never be used")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"ALBERT config field '{name}' must be in [0, 1), got {getattr(self, name)}")
+        from albert_tf.modeling.activations import get_activation  # validates the name
+        try:
+            get_activation(self.hidden_act)
+        except ValueError as err:
+            raise ConfigError(f"ALBERT config field 'hidden_act': {err}") from None
+
+    # --- the original's API -------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "AlbertConfig":
+        if not isinstance(data, dict):
+            raise ConfigError(f"ALBERT config must be a JSON object, got {type(data).__name__}")
+        return cls(**data)
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "AlbertConfig":
+        import tensorflow as tf  # gfile reads local and gs:// paths alike
+
+        if not tf.io.gfile.exists(path):
+            raise ConfigError(f"ALBERT config file not found: {path}")
+        with tf.io.gfile.GFile(path, "r") as f:
+            text = f.read()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON ({err})") from None
+        try:
+            return cls.from_dict(data)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _FIELDS}
+        out.update(copy.deepcopy(self.extra))
+        return out
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path: str) -> None:
+        import os
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.to_json_string())
+        os.replace(tmp, path)
+
+    def replace(self, **changes: Any) -> "AlbertConfig":
+        data = self.to_dict()
+        data.update(changes)
+        return AlbertConfig.from_dict(data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AlbertConfig) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"AlbertConfig({self.to_json_string().strip()})"
+
+    @property
+    def attention_head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # --- release presets ---------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, version: int = 2) -> "AlbertConfig":
+        """The config of Google's `albert_<name>_v<version>` release."""
+        if name not in _PRESETS:
+            raise ConfigError(f"unknown ALBERT preset '{name}'; known: {', '.join(_PRESETS)}")
+        if version not in (1, 2):
+            raise ConfigError(f"ALBERT preset version must be 1 or 2, got {version}")
+        layers, hidden, heads, intermediate = _PRESETS[name]
+        # v1 used dropout 0.1 except xxlarge; v2 turned dropout off everywhere.
+        dropout = 0.1 if (version == 1 and name != "xxlarge") else 0.0
+        return cls(vocab_size=30000, embedding_size=128, hidden_size=hidden,
+                   num_hidden_layers=layers, num_attention_heads=heads,
+                   intermediate_size=intermediate, num_hidden_groups=1, inner_group_num=1,
+                   hidden_act="gelu", hidden_dropout_prob=dropout,
+                   attention_probs_dropout_prob=dropout, max_position_embeddings=512,
+                   type_vocab_size=2, initializer_range=0.02)
+
+    @staticmethod
+    def preset_names() -> list[str]:
+        return list(_PRESETS)
+
+
+def _checked(name: str, kind: type, value: Any) -> Any:
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ConfigError(
+            f"ALBERT config field '{name}' must be {kind.__name__}, got {value!r} ({type(value).__name__})")
+    return value

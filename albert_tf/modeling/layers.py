@@ -1,0 +1,173 @@
+"""Building blocks of the ALBERT encoder as Keras 2 layers.
+
+Each layer's weights carry the last part of the original's TF1 variable names
+(`gamma`, `beta`, `kernel`, `bias`, ...); the full names are assembled in one
+place, `albert_tf.checkpoints.names`.
+
+Mixed precision: under a `mixed_bfloat16` / `mixed_float16` policy the dense
+layers compute in 16 bits, while LayerNorm, the attention softmax and the
+embedding sum run in float32 (the original's numerics; bf16 softmax and
+normalisation statistics lose too much precision).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.keras import keras
+from albert_tf.modeling.activations import get_activation
+
+
+def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
+    """The original's weight initializer: truncated normal, stddev initializer_range."""
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def dropout(rate: float, name: str) -> keras.layers.Layer:
+    """Dropout, active only when called with training=True.
+
+    tf_keras is switched to tf.random.Generator-backed dropout (see
+    `albert_tf.modeling.enable_checkpointed_rng`) so the dropout RNG state is a
+    variable saved in training checkpoints, which makes resume exact.
+    """
+    return keras.layers.Dropout(rate, name=name)
+
+
+def dense(units: int, config: AlbertConfig, name: str, activation: Optional[str] = None,
+          use_bias: bool = True) -> keras.layers.Dense:
+    return keras.layers.Dense(units, activation=get_activation(activation) if activation else None,
+                              use_bias=use_bias, kernel_initializer=initializer(config), name=name)
+
+
+class LayerNorm(keras.layers.Layer):
+    """Layer normalisation over the last axis, epsilon 1e-12, always in float32.
+
+    Written out (not keras.layers.LayerNormalization) so the arithmetic is the
+    original's `tf.contrib.layers.layer_norm` step by step and the weights are
+    named `gamma`/`beta` as in Google's checkpoints.
+    """
+
+    def __init__(self, epsilon: float = 1e-12, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        width = input_shape[-1]
+        self.gamma = self.add_weight("gamma", shape=[width], initializer="ones")
+        self.beta = self.add_weight("beta", shape=[width], initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x):
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
+        return x * inv + (self.beta - mean * inv)
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+class AlbertEmbeddings(keras.layers.Layer):
+    """Word + token-type + position embeddings (width E), LayerNorm, dropout.
+
+    Computed in float32 whatever the policy: it is a gather and a sum feeding a
+    LayerNorm, cheap, and the tied MLM output reads the same table.
+    """
+
+    def __init__(self, config: AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.layer_norm = LayerNorm(name="LayerNorm")
+        self.dropout = dropout(config.hidden_dropout_prob, name="dropout")
+
+    def build(self, input_shape):
+        c = self.config
+        self.word_embeddings = self.add_weight(
+            "word_embeddings", shape=[c.vocab_size, c.embedding_size], initializer=initializer(c))
+        self.token_type_embeddings = self.add_weight(
+            "token_type_embeddings", shape=[c.type_vocab_size, c.embedding_size], initializer=initializer(c))
+        self.position_embeddings = self.add_weight(
+            "position_embeddings", shape=[c.max_position_embeddings, c.embedding_size], initializer=initializer(c))
+        super().build(input_shape)
+
+    def _lookup(self, table: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
+        if self.use_one_hot_embeddings:  # TPUs prefer a matmul to a gather
+            return tf.einsum("bsv,ve->bse", tf.one_hot(ids, tf.shape(table)[0], dtype=table.dtype), table)
+        return tf.gather(table, ids)
+
+    def call(self, input_ids, segment_ids, training=None):
+        seq_length = tf.shape(input_ids)[1]
+        x = self._lookup(self.word_embeddings, input_ids)
+        x += self._lookup(self.token_type_embeddings, segment_ids)
+        x += tf.expand_dims(self.position_embeddings[:seq_length], 0)
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+class SelfAttention(keras.layers.Layer):
+    """Multi-head self-attention; the original's `attention_1/self` + `attention_1/output`."""
+
+    def __init__(self, config: AlbertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.attention_head_size
+        hidden = config.hidden_size
+        self.query = dense(hidden, config, "query")
+        self.key = dense(hidden, config, "key")
+        self.value = dense(hidden, config, "value")
+        self.output_dense = dense(hidden, config, "dense")
+        self.probs_dropout = dropout(config.attention_probs_dropout_prob, name="attention_dropout")
+
+    def _split_heads(self, x):
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+
+    def call(self, x, attention_adder, training=None):
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        scores = tf.einsum("bfnd,btnd->bnft", q, k)
+        # Softmax in float32; scale after the matmul, as the original does.
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
+        probs = tf.nn.softmax(scores + attention_adder, axis=-1)
+        probs = self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training)
+        context = tf.einsum("bnft,btnd->bfnd", probs, v)
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
+        return self.output_dense(context)
+
+
+class TransformerBlock(keras.layers.Layer):
+    """One inner-group block of the original (post-LayerNorm):
+
+    a = LayerNorm(x + dropout(attention(x)));  y = LayerNorm_1(a + dropout(ffn(a))).
+    """
+
+    def __init__(self, config: AlbertConfig, **kwargs):
+        # The residual stream stays float32 under mixed precision: no autocast of x.
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.attention = SelfAttention(config, name="attention_1")
+        self.attention_dropout = dropout(config.hidden_dropout_prob, name="attention_output_dropout")
+        self.attention_layer_norm = LayerNorm(name="LayerNorm")
+        self.intermediate = dense(config.intermediate_size, config, "intermediate", config.hidden_act)
+        self.ffn_output = dense(config.hidden_size, config, "ffn_output")
+        self.ffn_dropout = dropout(config.hidden_dropout_prob, name="ffn_output_dropout")
+        self.output_layer_norm = LayerNorm(name="LayerNorm_1")
+
+    def call(self, x, attention_adder, training=None):
+        attention = self.attention(x, attention_adder, training=training)
+        attention = self.attention_dropout(attention, training=training)
+        attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
+        ffn = self.ffn_output(self.intermediate(attention))
+        ffn = self.ffn_dropout(ffn, training=training)
+        return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
+
+
+def group_of_layer(layer_index: int, num_layers: int, num_groups: int) -> int:
+    """Which weight group layer `layer_index` uses: int(l / L * G), as the original."""
+    return int(layer_index / num_layers * num_groups)
