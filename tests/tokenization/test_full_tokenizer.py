@@ -1,0 +1,127 @@
+"""FullTokenizer, preprocess_text, encode_pieces/encode_ids against the reference vectors."""
+import pytest
+
+from albert_tf.tokenization import (
+    BasicTokenizer,
+    FullTokenizer,
+    WordpieceTokenizer,
+    convert_to_unicode,
+    encode_ids,
+    encode_pieces,
+    preprocess_text,
+)
+
+
+@pytest.fixture
+def tokenizer(spm_model_path):
+    return FullTokenizer(spm_model_file=spm_model_path, do_lower_case=True)
+
+
+def test_all_reference_lines_pieces_and_ids(tokenizer, reference_rows):
+    mismatches = []
+    for row in reference_rows:
+        pieces = tokenizer.tokenize(row["text"])
+        ids = tokenizer.convert_tokens_to_ids(pieces)
+        fast_ids = tokenizer.tokenize_to_ids(row["text"])
+        if pieces != row["pieces"] or ids != row["ids"] or fast_ids != row["ids"]:
+            mismatches.append((row["text"], pieces, fast_ids))
+    assert not mismatches, f"{len(mismatches)} of 848 lines differ, first: {mismatches[:3]}"
+
+
+def test_module_functions_match_reference(tokenizer, reference_rows):
+    sp = tokenizer.sp_model
+    for row in reference_rows:
+        text = preprocess_text(row["text"], lower=True)
+        assert encode_pieces(sp, text) == row["pieces"], row["text"]
+        assert encode_ids(sp, text) == row["ids"], row["text"]
+
+
+def test_tokenize_is_idempotent_with_caller_preprocessing(tokenizer, reference_rows):
+    # Google's callers ran preprocess_text themselves; doing both must not change anything.
+    for row in reference_rows:
+        once = preprocess_text(row["text"], lower=True)
+        assert preprocess_text(once, lower=True) == once
+        assert tokenizer.tokenize(once) == row["pieces"]
+
+
+def test_digit_comma_and_accent_cases(tokenizer):
+    assert tokenizer.tokenize("Version 3.0,") == ["▁version", "▁3", ".", "0", ","]
+    assert tokenizer.tokenize("50,000, 60,000,") == ["▁50,000", ",", "▁", "60,000", ","]
+    assert preprocess_text("  Café\tnaïve  ", lower=True) == "cafe naive"
+    assert preprocess_text("Café", lower=False) == "Cafe"
+
+
+def test_do_lower_case_false_keeps_case(spm_model_path):
+    cased = FullTokenizer(spm_model_file=spm_model_path, do_lower_case=False)
+    assert cased.tokenize("This is a test") == ["▁", "T", "his", "▁is", "▁a", "▁test"]
+
+
+def test_vocab_and_id_conversion(tokenizer):
+    assert len(tokenizer.vocab) == 30000
+    assert [tokenizer.vocab[p] for p in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
+    assert tokenizer.inv_vocab[2] == "[CLS]"
+    assert tokenizer.convert_ids_to_tokens([48, 25, 21, 1289]) == ["▁this", "▁is", "▁a", "▁test"]
+    assert tokenizer.convert_tokens_to_ids(["▁this", "no-such-piece"]) == [48, 1]
+
+
+def test_missing_model_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        FullTokenizer(spm_model_file=tmp_path / "nope.model")
+
+
+def test_not_a_model(tmp_path):
+    bogus = tmp_path / "bogus.model"
+    bogus.write_bytes(b"this is not a sentencepiece model")
+    with pytest.raises(ValueError, match="is not a SentencePiece model"):
+        FullTokenizer(spm_model_file=bogus)
+
+
+def test_model_without_albert_pieces(shared):
+    # A real SentencePiece model trained on botchan: no [CLS]/[SEP]/[MASK].
+    with pytest.raises(ValueError, match=r"lacks the piece\(s\) \[CLS\], \[SEP\], \[MASK\]"):
+        FullTokenizer(spm_model_file=shared("data", "spm", "sentencepiece_test_model.model"))
+
+
+def test_no_model_and_no_vocab():
+    with pytest.raises(ValueError, match="vocab_file or an spm_model_file"):
+        FullTokenizer()
+
+
+@pytest.fixture
+def wordpiece_vocab(tmp_path):
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "want", "##ed",
+              "runn", "##ing", ",", ".", "!", "hello", "北", "京", "resume", "the"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def test_wordpiece_tokenizer(wordpiece_vocab):
+    tok = FullTokenizer(vocab_file=wordpiece_vocab, do_lower_case=True)
+    assert tok.tokenize("UNwant\u00E9d,running!") == ["[UNK]", ",", "runn", "##ing", "!"]
+    assert tok.tokenize("unaffable  Hello.") == ["un", "##aff", "##able", "hello", "."]
+    assert tok.tokenize("北京 Résumé") == ["北", "京", "resume"]
+    assert tok.convert_tokens_to_ids(["un", "##aff"]) == [5, 6]
+    assert tok.convert_ids_to_tokens([15, 13]) == ["hello", "."]
+    assert tok.tokenize_to_ids("the hello") == [19, 15]
+    with pytest.raises(KeyError, match="not in the vocabulary"):
+        tok.convert_tokens_to_ids(["zzz"])
+
+
+def test_basic_tokenizer_cased_and_cleaning():
+    assert BasicTokenizer(do_lower_case=False).tokenize(" HeLLo\u00A0wOrld!\x00\u200b ") == ["HeLLo", "wOrld", "!"]
+    assert BasicTokenizer(do_lower_case=True).tokenize("Héllo?") == ["hello", "?"]
+    vocab = {"[UNK]": 0, "want": 1, "##ed": 2}
+    assert WordpieceTokenizer(vocab).tokenize("wanted wantx " + "a" * 201) == ["want", "##ed", "[UNK]", "[UNK]"]
+
+
+def test_wordpiece_missing_vocab(tmp_path):
+    with pytest.raises(FileNotFoundError, match="vocab file not found"):
+        FullTokenizer(vocab_file=tmp_path / "vocab.txt")
+
+
+def test_convert_to_unicode():
+    assert convert_to_unicode(b"caf\xc3\xa9") == "café"
+    assert convert_to_unicode("x") == "x"
+    with pytest.raises(ValueError, match="Unsupported string type"):
+        convert_to_unicode(3)
