@@ -1,0 +1,148 @@
+"""Features: layout and truncation as the original, TFRecord round trip, cache keys, no dropped rows."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.glue import features as F
+from albert_tf.glue.processors import InputExample, get_processor, get_task_spec
+
+
+class WordTokenizer:
+    """Whitespace tokenizer with a fixed id per word: makes positions easy to check."""
+
+    def __init__(self):
+        self.vocab = {"[CLS]": 2, "[SEP]": 3}
+        self.calls = 0
+
+    def tokenize(self, text):
+        self.calls += 1
+        return text.lower().split()
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.vocab.setdefault(t, 10 + len(self.vocab)) for t in tokens]
+
+
+def test_truncate_seq_pair_trims_longer_side_ties_trim_b():
+    a, b = list("abcdefgh"), list("xyz")
+    F.truncate_seq_pair(a, b, 7)
+    assert (a, b) == (list("abcd"), list("xyz"))
+    a, b = list("abcd"), list("wxyz")
+    F.truncate_seq_pair(a, b, 5)  # (4,4)→(4,3)→(3,3)→(3,2)
+    assert (a, b) == (list("abc"), list("wx"))
+    a, b = list("ab"), list("uvwxyz")
+    F.truncate_seq_pair(a, b, 10)
+    assert (a, b) == (list("ab"), list("uvwxyz"))
+
+
+def test_pair_layout_and_padding():
+    tok = WordTokenizer()
+    spec = get_task_spec("rte")
+    f = F.convert_example(InputExample("0", "A b c", "d e", "not_entailment"), spec, 10, tok)
+    cls, sep = 2, 3
+    ids = tok.convert_tokens_to_ids(["a", "b", "c", "d", "e"])
+    assert f.input_ids == [cls, *ids[:3], sep, *ids[3:], sep, 0, 0]
+    assert f.input_mask == [1] * 8 + [0] * 2
+    assert f.segment_ids == [0] * 5 + [1] * 3 + [0] * 2
+    assert f.label_id == 1 and f.is_real_example
+
+
+def test_truncation_to_max_seq_length():
+    tok = WordTokenizer()
+    spec = get_task_spec("mrpc")
+    f = F.convert_example(InputExample("0", "a1 a2 a3 a4 a5 a6", "b1 b2", "1"), spec, 8, tok)
+    # 8 - 3 = 5 tokens: B (2) kept whole, A cut to 3.
+    assert f.input_ids == tok.convert_tokens_to_ids(["[CLS]", "a1", "a2", "a3", "[SEP]", "b1", "b2", "[SEP]"])
+    assert f.segment_ids == [0, 0, 0, 0, 0, 1, 1, 1]
+    single = F.convert_example(InputExample("0", "w1 w2 w3 w4 w5 w6 w7", None, "1"),
+                               get_task_spec("cola"), 5, tok)
+    assert single.input_ids == tok.convert_tokens_to_ids(["[CLS]", "w1", "w2", "w3", "[SEP]"])
+    assert single.input_mask == [1] * 5 and single.segment_ids == [0] * 5
+
+
+def test_labels_regression_and_test_rows():
+    tok = WordTokenizer()
+    assert F.convert_example(InputExample("0", "a", "b", 3.8), get_task_spec("sts-b"), 8, tok).label_id == 3.8
+    assert F.convert_example(InputExample("0", "a", "b", None), get_task_spec("mnli"), 8, tok).label_id == 0
+    assert F.convert_example(InputExample("0", "a", "b", "neutral"), get_task_spec("mnli"), 8, tok).label_id == 2
+
+
+def _glue_with_stsb(tmp_path, write_tsv, n_rows=5, score="2.5"):
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score"]
+    rows = [[str(i), "g", "f", "y", "o", "s", "s", f"first {i} words", f"second {i}", score]
+            for i in range(n_rows)]
+    write_tsv(tmp_path / "glue" / "STS-B" / "dev.tsv", [header, *rows])
+    return tmp_path / "glue"
+
+
+def _batches(dataset):
+    return [{k: v.numpy() for k, v in b.items()} for b in dataset]
+
+
+def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
+    data_dir = _glue_with_stsb(tmp_path, write_tsv)
+    tok = WordTokenizer()
+    processor = get_processor("sts-b")
+    cache = F.cached_features(processor, data_dir, "dev", tmp_path / "cache", tok, "tok-a", 12)
+    assert cache.num_examples == 5 and cache.regression
+    batches = _batches(F.make_dataset(cache, batch_size=2, is_training=False))
+    assert len(batches) == 3  # 5 real rows + 1 padding row: nothing dropped
+    real = np.concatenate([b["is_real_example"] for b in batches])
+    assert real.tolist() == [1, 1, 1, 1, 1, 0]
+    assert batches[0]["label_ids"].dtype == np.float32 and batches[0]["input_ids"].dtype == np.int32
+    np.testing.assert_allclose(np.concatenate([b["label_ids"] for b in batches])[:5], 2.5)
+    expected = F.convert_example(processor.get_dev_examples(data_dir)[1], processor.spec, 12, tok)
+    assert batches[0]["input_ids"][1].tolist() == expected.input_ids
+    assert batches[0]["segment_ids"][1].tolist() == expected.segment_ids
+    assert batches[2]["input_mask"][1].sum() == 0  # the padding row
+    # The original's record format: parse with its feature names and types.
+    record = next(iter(tf.data.TFRecordDataset(cache.path)))
+    parsed = tf.io.parse_single_example(record, F.feature_spec(12, regression=True))
+    assert sorted(parsed) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
+
+
+def test_cache_reused_until_an_input_changes(tmp_path, write_tsv):
+    data_dir = _glue_with_stsb(tmp_path, write_tsv)
+    processor, tok, cache_dir = get_processor("sts-b"), WordTokenizer(), tmp_path / "cache"
+    first = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
+    calls = tok.calls
+    again = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
+    assert again == first and tok.calls == calls  # reused, nothing re-tokenized
+    other_len = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 16)
+    other_tok = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-b", 12)
+    assert len({first.path, other_len.path, other_tok.path}) == 3
+    _glue_with_stsb(tmp_path, write_tsv, score="4.0")  # same size, new contents
+    changed = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
+    assert changed.path != first.path
+    label = next(iter(F.make_dataset(changed, 5, is_training=False)))["label_ids"].numpy()
+    np.testing.assert_allclose(label, 4.0)
+    assert not [n for n in os.listdir(cache_dir) if n.endswith(".tmp")]
+
+
+def test_failed_build_leaves_nothing(tmp_path, write_tsv):
+    data_dir = _glue_with_stsb(tmp_path, write_tsv)
+
+    class Broken(WordTokenizer):
+        def tokenize(self, text):
+            if "3" in text:
+                raise RuntimeError("tokenizer failed")
+            return super().tokenize(text)
+
+    with pytest.raises(RuntimeError):
+        F.cached_features(get_processor("sts-b"), data_dir, "dev", tmp_path / "cache", Broken(), "t", 12)
+    assert os.listdir(tmp_path / "cache") == []
+
+
+def test_training_dataset_is_seeded_and_full_batches(tmp_path, write_tsv):
+    data_dir = _glue_with_stsb(tmp_path, write_tsv, n_rows=7)
+    cache = F.cached_features(get_processor("sts-b"), data_dir, "dev", tmp_path / "c", WordTokenizer(), "t", 12)
+
+    def first_ids(seed):
+        ds = F.make_dataset(cache, batch_size=3, is_training=True, seed=seed)
+        return [b["input_ids"][:, 2].numpy().tolist() for b in ds.take(4)]
+
+    assert first_ids(1) == first_ids(1)
+    assert all(len(b) == 3 for b in first_ids(1))
+    assert first_ids(1) != first_ids(2)
