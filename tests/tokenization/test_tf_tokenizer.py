@@ -1,0 +1,70 @@
+"""TFTokenizer: same ids as the reference in graph mode, inside tf.data and after a SavedModel round trip."""
+import pytest
+import tensorflow as tf
+
+from albert_tf.tokenization import TFTokenizer
+
+
+_CACHE = {}
+
+
+@pytest.fixture
+def tf_tokenizer(shared):
+    # One instance per test module, so its tf.functions are traced once.
+    path = shared("data", "spm", "30k-clean.model")
+    if path not in _CACHE:
+        _CACHE[path] = TFTokenizer(path, do_lower_case=True)
+    return _CACHE[path]
+
+
+def test_all_reference_lines(tf_tokenizer, reference_rows):
+    texts = tf.constant([row["text"] for row in reference_rows])
+    ids = tf_tokenizer.tokenize(texts)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    pieces = tf_tokenizer.tokenize_pieces(texts).to_list()
+    id_rows = ids.to_list()
+    bad = [
+        row["text"]
+        for row, got_ids, got_pieces in zip(reference_rows, id_rows, pieces)
+        if got_ids != row["ids"] or [p.decode("utf-8") for p in got_pieces] != row["pieces"]
+    ]
+    assert not bad, f"{len(bad)} of 848 lines differ, first: {bad[:3]}"
+
+
+def test_special_ids(tf_tokenizer):
+    assert (tf_tokenizer.cls_id, tf_tokenizer.sep_id, tf_tokenizer.mask_id) == (2, 3, 4)
+    assert tf_tokenizer.vocab_size == 30000
+
+
+def test_inside_tf_data(tf_tokenizer, reference_rows):
+    rows = reference_rows[:40]
+    ds = tf.data.Dataset.from_tensor_slices([row["text"] for row in rows]).batch(8)
+    ds = ds.map(tf_tokenizer.tokenize)
+    got = [ids for batch in ds for ids in batch.to_list()]
+    assert got == [row["ids"] for row in rows]
+
+
+def test_saved_model_round_trip(tf_tokenizer, reference_rows, tmp_path):
+    export_dir = str(tmp_path / "tokenizer")
+    tf.saved_model.save(tf_tokenizer, export_dir)
+    restored = tf.saved_model.load(export_dir)
+    rows = reference_rows[:30]
+    got = restored.tokenize(tf.constant([row["text"] for row in rows])).to_list()
+    assert got == [row["ids"] for row in rows]
+
+
+def test_cased(shared):
+    cased = TFTokenizer(shared("data", "spm", "30k-clean.model"), do_lower_case=False)
+    pieces = cased.tokenize_pieces(tf.constant(["This is a test"])).to_list()[0]
+    assert [p.decode("utf-8") for p in pieces] == ["▁", "T", "his", "▁is", "▁a", "▁test"]
+
+
+def test_errors(tmp_path, shared):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        TFTokenizer(tmp_path / "missing.model")
+    bogus = tmp_path / "bogus.model"
+    bogus.write_bytes(b"\x00\x01 not a model")
+    with pytest.raises(ValueError, match="is not a SentencePiece model"):
+        TFTokenizer(bogus)
+    with pytest.raises(ValueError, match=r"\[CLS\]"):
+        TFTokenizer(shared("data", "spm", "sentencepiece_test_model.model"))
