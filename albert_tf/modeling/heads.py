@@ -20,6 +20,7 @@ class MaskedLMHead(keras.layers.Layer):
     against the (tied) word-embedding table plus `output_bias`. Logits are float32."""
 
     def __init__(self, config: AlbertConfig, embedding_table: Callable[[], tf.Variable], **kwargs):
+        kwargs["dtype"] = "float32"  # small (P positions, not S): keep the logits' inputs exact
         super().__init__(**kwargs)
         self.config = config
         # A getter, not the variable: the table belongs to the encoder, and tracking
@@ -45,6 +46,7 @@ class SentenceOrderHead(keras.layers.Layer):
     ([out, in]) as in the original."""
 
     def __init__(self, config: AlbertConfig, **kwargs):
+        kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         self.config = config
 

@@ -1,0 +1,121 @@
+"""Loading Google and our checkpoints, conversion both ways, and the errors users meet."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
+from albert_tf.checkpoints import CheckpointError, save_model_checkpoint, save_tf1_checkpoint
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _config(**changes):
+    data = dict(vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=2, num_attention_heads=3,
+                intermediate_size=20, max_position_embeddings=16)
+    data.update(changes)
+    return AlbertConfig(**data)
+
+
+def _tensors(prefix):
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+def test_tf1_to_ours_to_tf1_is_bit_exact(reference, tmp_path):
+    folder, _ = reference
+    model = AlbertPretrainer(AlbertConfig.from_json_file(str(folder / "albert_config.json")))
+    load_checkpoint(model, str(folder / "model.ckpt"))
+    save_model_checkpoint(model, str(tmp_path / "ours" / "model.ckpt"))
+    again = AlbertPretrainer(model.config)
+    report = load_checkpoint(again, str(tmp_path / "ours"))  # a directory works too
+    assert report.format == "tf2"
+    save_tf1_checkpoint(again, str(tmp_path / "tf1" / "model.ckpt"))
+    original, back = _tensors(folder / "model.ckpt"), _tensors(tmp_path / "tf1" / "model.ckpt")
+    weights = {n: v for n, v in original.items() if n != "global_step" and "/adam_" not in n}
+    assert set(back) == set(weights)
+    for name, value in weights.items():
+        assert back[name].dtype == value.dtype and np.array_equal(back[name], value), name
+    assert tf.train.latest_checkpoint(str(tmp_path / "tf1")).endswith("model.ckpt")
+
+
+def test_pretrainer_checkpoint_into_encoder_and_back(tmp_path, random_tf1_checkpoint):
+    config = _config()
+    random_tf1_checkpoint(config, tmp_path / "g.ckpt")
+    pre = AlbertPretrainer(config)
+    load_checkpoint(pre, str(tmp_path / "g.ckpt"))
+    save_model_checkpoint(pre, str(tmp_path / "ours" / "model.ckpt"))
+    encoder = AlbertModel(config)
+    report = load_checkpoint(encoder, str(tmp_path / "ours" / "model.ckpt"))
+    assert any("masked_lm" in s for s in report.skipped)
+    inputs = encoder.dummy_inputs(2, 5)
+    np.testing.assert_array_equal(encoder(inputs)["sequence_output"], pre.encoder(inputs)["sequence_output"])
+    # An encoder-only checkpoint of ours loads into a pretrainer only if heads may stay missing.
+    save_model_checkpoint(encoder, str(tmp_path / "enc" / "model.ckpt"))
+    with pytest.raises(CheckpointError, match="cls/seq_relationship/output_weights"):
+        load_checkpoint(AlbertPretrainer(config), str(tmp_path / "enc" / "model.ckpt"))
+    report = load_checkpoint(AlbertPretrainer(config), str(tmp_path / "enc" / "model.ckpt"), allow_missing_heads=True)
+    assert "cls/predictions/output_bias" in report.missing_allowed
+
+
+def test_hub_module_prefix_without_sentence_order(tmp_path, random_tf1_checkpoint, tf1_shapes):
+    config = _config()
+    weights = random_tf1_checkpoint(config, tmp_path / "full.ckpt")
+    names = sorted(n for n in tf1_shapes(config) if not n.startswith("cls/seq_relationship"))
+    os.makedirs(tmp_path / "hub" / "variables")
+    tf.raw_ops.SaveV2(prefix=str(tmp_path / "hub" / "variables" / "variables"),
+                      tensor_names=["module/" + n for n in names], shape_and_slices=[""] * len(names),
+                      tensors=[weights[n] for n in names])
+    with pytest.raises(CheckpointError, match="seq_relationship.*TF-Hub"):
+        load_checkpoint(AlbertPretrainer(config), str(tmp_path / "hub"))
+    model = AlbertPretrainer(config)
+    report = load_checkpoint(model, str(tmp_path / "hub"), allow_missing_heads=True)
+    assert report.missing_allowed == ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+    np.testing.assert_array_equal(model.masked_lm.output_bias.numpy(), weights["cls/predictions/output_bias"])
+
+
+def test_mismatched_sizes_listed_with_config_fields(tmp_path, random_tf1_checkpoint):
+    random_tf1_checkpoint(_config(), tmp_path / "m.ckpt")
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(AlbertModel(_config(vocab_size=41, intermediate_size=24)), str(tmp_path / "m.ckpt"))
+    text = str(err.value)
+    assert "bert/embeddings/word_embeddings: expected shape [41, 8], found shape [40, 8]" in text
+    assert "vocab_size" in text and "intermediate_size" in text
+    assert "ffn_1/intermediate/dense/kernel: expected shape [12, 24], found shape [12, 20]" in text
+
+
+def test_init_from_group0(tmp_path, random_tf1_checkpoint):
+    random_tf1_checkpoint(_config(), tmp_path / "one.ckpt")
+    two_groups = _config(num_hidden_groups=2)
+    with pytest.raises(CheckpointError, match="group_1.*num_hidden_groups"):
+        load_checkpoint(AlbertModel(two_groups), str(tmp_path / "one.ckpt"))
+    model = AlbertModel(two_groups)
+    load_checkpoint(model, str(tmp_path / "one.ckpt"), init_from_group0=True)
+    g0, g1 = model.groups[0][0], model.groups[1][0]
+    np.testing.assert_array_equal(g0.attention.query.kernel.numpy(), g1.attention.query.kernel.numpy())
+
+
+def test_missing_checkpoint_named(tmp_path):
+    with pytest.raises(CheckpointError, match="nowhere/model.ckpt"):
+        load_checkpoint(AlbertModel(_config()), str(tmp_path / "nowhere" / "model.ckpt"))
+
+
+def _convert(*args):
+    return subprocess.run([sys.executable, os.path.join(REPO, "convert_checkpoint.py"), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_convert_checkpoint_cli(reference, tmp_path):
+    folder, _ = reference
+    config = str(folder / "albert_config.json")
+    done = _convert(f"--checkpoint_to_convert={folder / 'model.ckpt'}", f"--albert_config_file={config}",
+                    f"--converted_checkpoint={tmp_path / 'tf2' / 'model.ckpt'}", "--direction=tf1_to_tf2")
+    assert done.returncode == 0, done.stderr
+    assert "wrote pretrainer checkpoint" in done.stdout
+    done = _convert(f"--checkpoint_to_convert={tmp_path / 'tf2'}", f"--albert_config_file={config}",
+                    f"--converted_checkpoint={tmp_path / 'tf1' / 'model.ckpt'}", "--direction=tf1_to_tf2")
+    assert done.returncode == 1 and "expects a tf1 checkpoint" in done.stderr
+    assert not (tmp_path / "tf1").exists()

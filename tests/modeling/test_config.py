@@ -1,0 +1,68 @@
+import json
+
+import pytest
+
+from albert_tf import AlbertConfig, AlbertModel
+from albert_tf.config import ConfigError
+from albert_tf.modeling.models import build
+
+SPEC_PARAMS = {"base": 11_683_584, "large": 17_683_968, "xlarge": 58_724_864, "xxlarge": 222_595_584}
+
+
+def test_round_trip_keeps_unknown_keys(tmp_path, shared):
+    data = json.loads(shared("reference", "albert_tiny_shared", "albert_config.json").read_text())
+    data["net_structure_type"] = 0
+    data["gap_size"] = 0
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps(data))
+    config = AlbertConfig.from_json_file(str(path))
+    assert config.to_dict() == data
+    assert AlbertConfig.from_dict(json.loads(config.to_json_string())) == config
+
+
+@pytest.mark.parametrize("name", list(SPEC_PARAMS))
+def test_release_parameter_counts(name):
+    model = build(AlbertModel(AlbertConfig.preset(name, 2)))
+    assert model.count_params() == SPEC_PARAMS[name]
+
+
+def test_dropout_differs_by_version():
+    assert AlbertConfig.preset("base", 1).hidden_dropout_prob == 0.1
+    assert AlbertConfig.preset("base", 2).hidden_dropout_prob == 0.0
+    assert AlbertConfig.preset("xxlarge", 1).attention_probs_dropout_prob == 0.0
+
+
+def _tiny(**changes):
+    data = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                num_attention_heads=2, intermediate_size=32)
+    data.update(changes)
+    return data
+
+
+def test_missing_field_named():
+    data = _tiny()
+    del data["hidden_size"]
+    with pytest.raises(ConfigError, match="hidden_size"):
+        AlbertConfig.from_dict(data)
+
+
+def test_wrong_type_named():
+    with pytest.raises(ConfigError, match="num_hidden_layers.*int"):
+        AlbertConfig.from_dict(_tiny(num_hidden_layers="12"))
+
+
+def test_unknown_activation_named():
+    with pytest.raises(ConfigError, match="hidden_act.*swish"):
+        AlbertConfig.from_dict(_tiny(hidden_act="swish"))
+
+
+def test_heads_must_divide_hidden():
+    with pytest.raises(ConfigError, match="num_attention_heads"):
+        AlbertConfig.from_dict(_tiny(num_attention_heads=3))
+
+
+def test_bad_json_names_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="c.json"):
+        AlbertConfig.from_json_file(str(path))

@@ -1,0 +1,121 @@
+"""Model numerics: the reference vectors, a multi-group NumPy forward, mixed precision."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
+from albert_tf.keras import keras
+from albert_tf.modeling.models import InputError
+
+TOL = 1e-4
+
+
+def _inputs(io, positions):
+    inputs = {k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+    inputs["masked_lm_positions"] = tf.constant(positions, tf.int32)
+    return inputs
+
+
+def test_reference_checkpoint_outputs(reference):
+    folder, io = reference
+    model = AlbertPretrainer(AlbertConfig.from_json_file(str(folder / "albert_config.json")))
+    load_checkpoint(model, str(folder / "model.ckpt"))
+    out = model(_inputs(io, np.tile(np.arange(17), (3, 1))))
+    real = io["input_mask"].astype(bool)
+    for key in ("sequence_output", "embedding_output", "mlm_logits"):
+        assert np.abs(out[key].numpy() - io[key])[real].max() < TOL, key
+    for key in ("pooled_output", "sop_logits"):
+        assert np.abs(out[key].numpy() - io[key]).max() < TOL, key
+    assert len(out["encoder_outputs"]) == 4
+
+
+@pytest.mark.parametrize("groups,inner,layers", [(2, 2, 5), (3, 1, 3), (1, 3, 2)])
+def test_groups_and_inner_groups_match_numpy(tmp_path, random_tf1_checkpoint, numpy_forward, groups, inner, layers):
+    config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=layers,
+                          num_hidden_groups=groups, inner_group_num=inner, num_attention_heads=3,
+                          intermediate_size=20, max_position_embeddings=16)
+    weights = random_tf1_checkpoint(config, tmp_path / "model.ckpt", seed=groups * 10 + inner)
+    model = AlbertPretrainer(config)
+    report = load_checkpoint(model, str(tmp_path / "model.ckpt"))
+    assert "global_step" in report.skipped
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 40, (2, 9)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 6:] = 0
+    seg = np.zeros_like(ids)
+    seg[:, 4:] = 1
+    pos = np.array([[0, 3, 5], [1, 2, 4]], np.int32)
+    out = model({"input_ids": ids, "input_mask": mask, "segment_ids": seg, "masked_lm_positions": pos})
+    want = numpy_forward(weights, config, ids, mask, seg, pos)
+    real = mask.astype(bool)
+    assert len(out["encoder_outputs"]) == layers * inner
+    for got, exp in zip(out["encoder_outputs"], want["encoder_outputs"]):
+        assert np.abs(got.numpy() - exp)[real].max() < TOL
+    for key in ("sequence_output", "embedding_output"):
+        assert np.abs(out[key].numpy() - want[key])[real].max() < TOL, key
+    for key in ("pooled_output", "mlm_logits", "sop_logits"):
+        assert np.abs(out[key].numpy() - want[key]).max() < TOL, key
+
+
+def test_no_projection_when_embedding_equals_hidden():
+    config = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=8, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=8)
+    model = AlbertModel(config)
+    model(model.dummy_inputs())
+    assert model.embedding_hidden_mapping_in is None
+    assert not any("mapping_in" in v.name for v in model.weights)
+
+
+@pytest.mark.parametrize("policy,tol", [("mixed_bfloat16", 0.08), ("mixed_float16", 0.01)])
+def test_mixed_precision_close_to_float32(reference, policy, tol):
+    """bf16 keeps ~3 significant digits: outputs of order 1 stay within 0.08 (fp16: 0.01)."""
+    folder, io = reference
+    config = AlbertConfig.from_json_file(str(folder / "albert_config.json"))
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = AlbertPretrainer(config)
+        load_checkpoint(model, str(folder / "model.ckpt"))
+        out = model(_inputs(io, np.tile(np.arange(17), (3, 1))))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    real = io["input_mask"].astype(bool)
+    for key in ("sequence_output", "mlm_logits", "sop_logits", "pooled_output"):
+        assert out[key].dtype == tf.float32, key
+    assert np.abs(out["sequence_output"].numpy() - io["sequence_output"])[real].max() < tol
+    assert np.abs(out["pooled_output"].numpy() - io["pooled_output"]).max() < tol
+    # Logits are larger numbers: compare relative to their scale.
+    scale = np.abs(io["mlm_logits"][real]).max()
+    assert np.abs(out["mlm_logits"].numpy() - io["mlm_logits"])[real].max() < tol * scale
+
+
+def test_dropout_only_in_training():
+    config = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=8, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=8, hidden_dropout_prob=0.5)
+    model = AlbertModel(config)
+    inputs = model.dummy_inputs(2, 6)
+    a, b = model(inputs)["sequence_output"], model(inputs)["sequence_output"]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    c = model(inputs, training=True)["sequence_output"]
+    assert np.abs(c.numpy() - a.numpy()).max() > 1e-3
+
+
+def _tiny_model():
+    return AlbertModel(AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=8, num_hidden_layers=1,
+                                    num_attention_heads=2, intermediate_size=8, max_position_embeddings=10))
+
+
+def test_sequence_longer_than_positions():
+    ids = tf.zeros([1, 12], tf.int32)
+    with pytest.raises(InputError, match="max_position_embeddings"):
+        _tiny_model()({"input_ids": ids, "input_mask": ids, "segment_ids": ids})
+
+
+def test_wrong_rank_and_dtype_and_missing():
+    model = _tiny_model()
+    ids = tf.zeros([1, 4], tf.int32)
+    with pytest.raises(InputError, match="input_mask.*shape"):
+        model({"input_ids": ids, "input_mask": tf.zeros([4], tf.int32), "segment_ids": ids})
+    with pytest.raises(InputError, match="segment_ids.*integer"):
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros([1, 4])})
+    with pytest.raises(InputError, match="input_mask.*missing"):
+        model({"input_ids": ids, "segment_ids": ids})
