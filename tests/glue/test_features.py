@@ -146,3 +146,20 @@ def test_training_dataset_is_seeded_and_full_batches(tmp_path, write_tsv):
     assert first_ids(1) == first_ids(1)
     assert all(len(b) == 3 for b in first_ids(1))
     assert first_ids(1) != first_ids(2)
+
+
+def test_real_tokenizer_on_mrpc_dev(shared):
+    from albert_tf.tokenization import FullTokenizer
+
+    spm = shared("data", "spm", "30k-clean.model")
+    tok = FullTokenizer(spm_model_file=str(spm), do_lower_case=True)
+    example = get_processor("mrpc").get_dev_examples(shared("data", "glue"))[0]
+    f = F.convert_example(example, get_task_spec("mrpc"), 32, tok)
+    a, b = tok.tokenize(example.text_a), tok.tokenize(example.text_b)
+    assert len(a) + len(b) > 29  # this pair needs truncation at length 32
+    F.truncate_seq_pair(a, b, 29)
+    assert f.input_ids == [2, *tok.convert_tokens_to_ids(a), 3, *tok.convert_tokens_to_ids(b), 3]
+    assert f.input_ids[1:4] == tok.convert_tokens_to_ids(["▁he", "▁said", "▁the"])
+    assert f.label_id == 1 and sum(f.input_mask) == 32
+    fp_lower = F.tokenizer_fingerprint(str(spm), None, True)
+    assert fp_lower != F.tokenizer_fingerprint(str(spm), None, False)
