@@ -1,0 +1,1 @@
+"""Training machinery shared by every driver: optimizers, schedule, strategies, the loop."""
