@@ -1,0 +1,122 @@
+"""create_pretraining_data on the real book text and 30k-clean model: the records' invariants,
+the masking/SOP statistics, and byte-identical output whatever --num_workers."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf.data.pretraining_pipeline import create_pretraining_data
+
+CLS, SEP, MASK = 2, 3, 4
+
+
+def _words(boundary, n, first_sep):
+    """Whole words as the masking defines them: a non-start piece joins the previous word."""
+    words = []
+    for i in range(1, n - 1):
+        if i == first_sep:
+            continue
+        if boundary[i] or not words:
+            words.append([i])
+        else:
+            words[-1].append(i)
+    return words
+
+
+def test_record_structure_and_masking_invariants(botchan_records):
+    r = botchan_records
+    num = len(r["input_ids"])
+    assert num > 3000
+    assert r["input_ids"].dtype == np.int32 and r["masked_lm_weights"].dtype == np.float32
+    assert r["input_ids"].shape == (num, 64) and r["masked_lm_positions"].shape == (num, 10)
+    assert r["next_sentence_labels"].shape == (num, 1)
+    for k in range(num):
+        n = int(r["input_mask"][k].sum())
+        ids, seg, boundary = r["input_ids"][k], r["segment_ids"][k], r["token_boundary"][k]
+        assert (r["input_mask"][k][:n] == 1).all() and (r["input_mask"][k][n:] == 0).all()
+        assert (ids[n:] == 0).all() and (seg[n:] == 0).all() and (boundary[n:] == 0).all()
+        first_sep = int((seg[:n] == 0).sum()) - 1
+        # [CLS] A [SEP] B [SEP], both segments non-empty, specials in place (so never masked).
+        assert ids[0] == CLS and ids[first_sep] == SEP and ids[n - 1] == SEP
+        assert 1 <= first_sep - 1 and first_sep + 1 <= n - 2
+        assert (seg[first_sep + 1 : n] == 1).all()
+        assert boundary[0] == boundary[first_sep] == boundary[n - 1] == 1
+        m = int(r["masked_lm_weights"][k].sum())
+        positions = r["masked_lm_positions"][k]
+        assert 1 <= m <= 10
+        assert (r["masked_lm_weights"][k][:m] == 1).all() and (positions[m:] == 0).all()
+        assert (r["masked_lm_ids"][k][m:] == 0).all()
+        assert (np.diff(positions[:m]) > 0).all(), "masked positions must be sorted"
+        assert positions[0] >= 1 and positions[m - 1] <= n - 2
+        assert first_sep not in positions[:m]
+        masked = set(positions[:m].tolist())
+        for word in _words(boundary, n, first_sep):
+            covered = [i in masked for i in word]
+            assert all(covered) or not any(covered), f"record {k}: word {word} partly masked"
+
+
+def test_replacement_shares(botchan_records):
+    r = botchan_records
+    weights = r["masked_lm_weights"] > 0
+    rows = np.nonzero(weights)[0]
+    positions = r["masked_lm_positions"][weights]
+    labels = r["masked_lm_ids"][weights]
+    shown = r["input_ids"][rows, positions]
+    total = len(labels)
+    assert total > 25000
+    mask_share = np.mean(shown == MASK)
+    keep_share = np.mean((shown == labels) & (shown != MASK))
+    random_share = 1 - mask_share - keep_share
+    assert abs(mask_share - 0.8) < 0.03 and abs(keep_share - 0.1) < 0.03 and abs(random_share - 0.1) < 0.03
+    assert not np.any(labels == MASK) and not np.any(labels == CLS)
+
+
+def test_summary_statistics(botchan_run, botchan_records):
+    out, summary = botchan_run
+    on_disk = json.loads(open(f"{out}.summary.json", encoding="utf-8").read())
+    assert on_disk["instances"] == summary["instances"] == len(botchan_records["input_ids"])
+    drawn = summary["ngram_length_histogram"]["drawn_shares"]
+    for n, expected in zip("123", (6 / 11, 3 / 11, 2 / 11)):
+        assert abs(drawn[n] - expected) < 0.03, (n, drawn)
+    shares = summary["replacement_shares"]
+    assert abs(shares["mask"] - 0.8) < 0.03 and abs(shares["keep"] - 0.1) < 0.03
+    assert abs(shares["random"] - 0.1) < 0.03
+    # SOP: chunks with two or more segments are swapped half of the time.
+    sources = summary["sop_sources"]
+    assert abs(sources["swapped"] / (sources["swapped"] + sources["in_order"]) - 0.5) < 0.03
+    labels = botchan_records["next_sentence_labels"][:, 0]
+    assert summary["sop_label_counts"] == {"0": int((labels == 0).sum()), "1": int((labels == 1).sum())}
+    assert abs(labels.mean() - 0.5) < 0.1
+    real_tokens = botchan_records["input_mask"].sum()
+    assert summary["mean_tokens"] == pytest.approx(real_tokens / len(labels))
+    assert summary["masked_fraction"] == pytest.approx(botchan_records["masked_lm_weights"].sum() / real_tokens)
+    assert 0.12 < summary["masked_fraction"] < 0.16
+    assert summary["documents"] == 12 and summary["invalid_lines_skipped"] == 0
+
+
+def test_same_bytes_with_two_workers_and_shards(botchan_run, botchan_corpus, spm_model, make_config, tmp_path):
+    single, summary = botchan_run
+    out = tmp_path / "w2.tfrecord"
+    summary2 = create_pretraining_data(make_config(botchan_corpus, spm_model, [out], num_workers=2, dupe_factor=4))
+    assert out.read_bytes() == single.read_bytes()
+    assert summary2["instances"] == summary["instances"]
+
+    # Two shards get the same records round-robin.
+    import tensorflow as tf
+
+    shards = [tmp_path / "s0.tfrecord", tmp_path / "s1.tfrecord"]
+    create_pretraining_data(make_config(botchan_corpus, spm_model, shards, num_workers=2, dupe_factor=4))
+    parts = [list(tf.data.TFRecordDataset(str(p)).as_numpy_iterator()) for p in shards]
+    whole = list(tf.data.TFRecordDataset(str(single)).as_numpy_iterator())
+    assert parts[0] == whole[0::2] and parts[1] == whole[1::2]
+
+
+def test_seed_changes_output(botchan_corpus, spm_model, make_config, tmp_path):
+    outs = []
+    for seed in (1, 1, 2):
+        out = tmp_path / f"seed{len(outs)}.tfrecord"
+        create_pretraining_data(make_config(botchan_corpus, spm_model, [out], dupe_factor=1, random_seed=seed))
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+    assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
