@@ -1,0 +1,112 @@
+"""Post-processing: oracle outputs recover the gold answers for every dev question;
+span validity rules; the v1 fallback; output files; the 2.0 threshold."""
+import json
+
+import numpy as np
+import pytest
+
+from albert_tf.squad import data, evaluate, postprocess
+from albert_tf.squad.records import FeatureMeta
+
+DEV1 = "dev-v1.1.Super_Bowl_50.json"
+DEV2 = "dev-v2.0.first5articles.json"
+S = 384
+
+
+def _meta(f):
+    return FeatureMeta(f.unique_id, f.example_index, f.doc_span_index, f.doc_offset,
+                       f.tok_start_to_orig_index, f.tok_end_to_orig_index, f.token_is_max_context)
+
+
+def test_v1_oracle_logits_answer_every_question(convert, shared, tmp_path):
+    # Training-mode conversion of the dev file labels the first gold answer in each window.
+    examples, feats, _ = convert(DEV1, True)
+    rng = np.random.default_rng(0)
+    results = {}
+    for f in feats:
+        start, end = rng.normal(size=S), rng.normal(size=S)
+        if not f.is_impossible:
+            start[f.start_position] += 20
+            end[f.end_position] += 20
+        results[f.unique_id] = postprocess.RawResultV1(f.unique_id, start, end)
+    out = postprocess.predict_v1(examples, [_meta(f) for f in feats], results, 20, 30)
+    assert list(out.predictions) == [e.qas_id for e in examples] and len(out.predictions) == 810
+    assert all(out.predictions.values())
+    nb = out.nbest[examples[0].qas_id]
+    assert list(nb[0]) == ["text", "probability", "start_log_prob", "end_log_prob"]
+    assert 1 < len(nb) <= 20 and sum(e["probability"] for e in nb) == pytest.approx(1.0)
+    dataset = data.load_squad(shared("data", "squad", DEV1))
+    metrics = postprocess.evaluate_predictions(dataset, out)
+    # 17 of 810 gold answers are parts of a piece ("gold" in "▁golden", "2" in "2½"):
+    # no span of pieces gives them, here or in the original.
+    assert metrics["exact_match"] > 97.5, metrics
+    paths = postprocess.write_prediction_files(str(tmp_path), out)
+    assert [p.split("/")[-1] for p in paths] == ["predictions.json", "nbest_predictions.json"]
+    assert json.load(open(paths[0])) == out.predictions
+
+
+def _beam(f, rng, k1=5, k2=5):
+    start_idx = rng.choice(np.arange(f.doc_offset, f.doc_offset + len(f.tok_start_to_orig_index)), k1)
+    end_idx = np.minimum(start_idx.repeat(k2) + rng.integers(0, 4, k1 * k2), S - 1)
+    start_lp = np.sort(-rng.uniform(1, 5, k1))[::-1]
+    end_lp = -rng.uniform(1, 5, k1 * k2)
+    if not f.is_impossible:
+        start_idx[0], end_idx[0], start_lp[0], end_lp[0] = f.start_position, f.end_position, -0.01, -0.01
+    return postprocess.RawResultV2(f.unique_id, start_lp, start_idx, end_lp, end_idx,
+                                   5.0 if f.is_impossible else -5.0)
+
+
+def test_v2_oracle_beam_threshold_and_null_odds(convert, shared, tmp_path):
+    examples, feats, _ = convert(DEV2, True)
+    rng = np.random.default_rng(1)
+    results = {f.unique_id: _beam(f, rng) for f in feats}
+    metas = [_meta(f) for f in feats]
+    out = postprocess.predict_v2(examples, metas, results, 20, 30, null_score_diff_threshold=0.0)
+    assert len(out.predictions) == len(out.null_odds) == 1407
+    dataset = data.load_squad(shared("data", "squad", DEV2))
+    metrics = postprocess.evaluate_predictions(dataset, out, 0.0)
+    assert metrics["HasAns_exact"] > 98.0 and metrics["NoAns_exact"] == 100.0, metrics
+    assert metrics["best_f1"] >= metrics["f1"] and metrics["null_score_diff_threshold"] == 0.0
+    # The reported figures are those of the written predictions.json.
+    assert evaluate.evaluate(dataset, out.predictions)["exact"] == pytest.approx(metrics["exact"], abs=1e-9)
+    # A threshold above every null score answers everything.
+    everything = postprocess.predict_v2(examples, metas, results, null_score_diff_threshold=10.0)
+    assert all(everything.predictions.values())
+    text = postprocess.format_eval_results(metrics)
+    assert text.index("exact = ") < text.index("# tuned on this data") < text.index("best_f1 = ")
+    names = [p.split("/")[-1] for p in postprocess.write_prediction_files(str(tmp_path), out)]
+    assert names == ["predictions.json", "nbest_predictions.json", "null_odds.json"]
+
+
+def _toy():
+    # [CLS] q q [SEP] d0 d1 d2 d3 [SEP] pad; context pieces map to words of "aa bb cc dd".
+    context = "aa bb cc dd"
+    example = data.SquadExample("toy", "q?", context)
+    meta = FeatureMeta(1000000000, 0, 0, 4, [0, 3, 6, 9], [1, 4, 7, 10], [True, True, False, True])
+    return example, meta
+
+
+def test_span_rules_and_v1_fallback():
+    example, meta = _toy()
+    start, end = np.zeros(10), np.zeros(10)
+    start[1] = end[2] = 50          # inside the question: invalid
+    start[6] = 40                   # d2: not its max-context window
+    start[4], end[7] = 30, 30       # d0..d3: 4 pieces
+    start[5], end[5] = 20, 20       # d1..d1
+    results = {meta.unique_id: postprocess.RawResultV1(meta.unique_id, start, end)}
+    out = postprocess.predict_v1([example], [meta], results, n_best_size=3, max_answer_length=3)
+    texts = [e["text"] for e in out.nbest["toy"]]
+    assert texts == ["aa bb"] and out.predictions["toy"] == "aa bb"   # d0..d3 too long
+    # With n_best_size=1 only invalid positions are in the grid: the fallback searches all.
+    out = postprocess.predict_v1([example], [meta], results, n_best_size=1, max_answer_length=3)
+    assert out.predictions["toy"] == "aa bb" and len(out.nbest["toy"]) == 1
+    with pytest.raises(ValueError, match="'toy'.*no model output"):
+        postprocess.predict_v1([example], [meta], {}, 3, 3)
+
+
+def test_v2_without_valid_candidates_predicts_null():
+    example, meta = _toy()
+    bad = postprocess.RawResultV2(meta.unique_id, np.array([-0.1]), np.array([1]),
+                                  np.array([-0.1]), np.array([2]), -3.0)
+    out = postprocess.predict_v2([example], [meta], {meta.unique_id: bad})
+    assert out.predictions == {"toy": ""} and out.null_odds == {"toy": -3.0}
