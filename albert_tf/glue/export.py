@@ -1,0 +1,181 @@
+"""SavedModel export of a GLUE classifier, with two serving signatures.
+
+- `serving_default`: serialized `tf.Example`s ([None] tf.string) holding
+  `input_ids`, `input_mask`, `segment_ids` (int64, max_seq_length each), as the
+  original's `_serving_input_receiver_fn`;
+- `serving_text`: raw text, `text_a` (and `text_b` for sentence-pair tasks), each
+  [None] tf.string, tokenized in-graph by `TFTokenizer` and packed exactly as
+  `features.convert_example` packs it (same truncation), so serving needs no
+  Python preprocessing.
+
+Outputs, classification: `probabilities` [B, num_labels] float32, `predictions`
+[B] int32 class ids, `labels` [B] tf.string (the task's label strings). STS-B:
+`score` [B] float32 (and `predictions`, the same score). With a decision threshold
+(`--threshold_to_export`, binary tasks only) the outputs add the scalar `threshold`
+(as the original attaches it) and `predictions` is `probabilities[:, 1] >= threshold`.
+
+As in the original (estimator.export_saved_model), each export goes to a new
+numbered sub-directory `<export_dir>/<unix time>`, written under a temporary name
+and renamed when complete. Loading needs `import tensorflow_text` first (it
+registers the SentencePiece ops the text signature uses).
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from albert_tf.glue.features import MODEL_INPUTS, feature_spec
+from albert_tf.glue.processors import TaskSpec
+
+SERVING_EXAMPLES = "serving_default"
+SERVING_TEXT = "serving_text"
+
+
+def is_pair_task(spec: TaskSpec) -> bool:
+    """Whether the task's examples have a second text (its test split decides)."""
+    layout = spec.splits.get("test") or next(iter(spec.splits.values()))
+    return layout.text_b is not None
+
+
+def pack_token_ids(
+    ids_a: tf.RaggedTensor,
+    ids_b: tf.RaggedTensor | None,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+) -> dict[str, tf.Tensor]:
+    """`[CLS] A [SEP] (B [SEP])` from ragged token ids, truncated and padded like
+    `features.convert_example` (a row whose B has no tokens is packed as single)."""
+    la = ids_a.row_lengths()
+    if ids_b is None:
+        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids_a.dtype), tf.zeros_like(la))
+    lb = ids_b.row_lengths()
+    has_b = lb > 0
+    # Closed form of _truncate_seq_pair (trim the longer, ties trim B) on a budget of
+    # L-3 tokens: the shorter side is kept whole unless both exceed half the budget,
+    # in which case A keeps ceil(budget/2) and B the rest.
+    pair_budget = tf.constant(max_seq_length - 3, tf.int64)
+    keep_a_pair = tf.minimum(la, tf.maximum(pair_budget - lb, (pair_budget + 1) // 2))
+    keep_a = tf.where(has_b, keep_a_pair, tf.minimum(la, max_seq_length - 2))
+    keep_b = tf.where(has_b, tf.minimum(lb, pair_budget - keep_a), 0)
+
+    def head(ids, keep):
+        positions = tf.ragged.range(ids.row_lengths())
+        return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+
+    def fill(value, lengths, dtype):
+        lengths = tf.cast(lengths, tf.int64)
+        return tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(lengths)], tf.cast(value, dtype)), lengths)
+
+    batch = tf.shape(la, out_type=tf.int64)[0]
+    ones = tf.ones([batch], tf.int64)
+    a, b = head(ids_a, keep_a), head(ids_b, keep_b)
+    dtype = ids_a.dtype
+    ids = tf.concat([fill(cls_id, ones, dtype), a, fill(sep_id, ones, dtype),
+                     b, fill(sep_id, tf.cast(has_b, tf.int64), dtype)], axis=1)
+    len_first = keep_a + 2
+    len_second = keep_b + tf.cast(has_b, tf.int64)
+    segments = tf.concat([fill(0, len_first, tf.int32), fill(1, len_second, tf.int32)], axis=1)
+    shape = [None, max_seq_length]
+    return {
+        "input_ids": tf.cast(ids, tf.int32).to_tensor(0, shape=shape),
+        "input_mask": tf.ones_like(segments).to_tensor(0, shape=shape),
+        "segment_ids": segments.to_tensor(0, shape=shape),
+    }
+
+
+class ClassifierServing(tf.Module):
+    """The exported object: the Keras classifier, the in-graph tokenizer, and the
+    signatures' functions."""
+
+    def __init__(self, model, tokenizer, spec: TaskSpec, max_seq_length: int,
+                 threshold: float | None = None):
+        super().__init__(name="glue_classifier_serving")
+        if threshold is not None and (spec.is_regression or spec.num_labels != 2):
+            raise ValueError(
+                f"--threshold_to_export applies to binary tasks only; {spec.name} has "
+                f"{'a regression output' if spec.is_regression else f'{spec.num_labels} labels'}")
+        # The Keras model is called, not tracked: tracking it would make SavedModel
+        # also serialize Keras' own layer traces (several times slower to save and
+        # load). Its variables are tracked directly instead.
+        object.__setattr__(self, "_model", model)
+        self.model_variables = list(model.variables)
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.regression = spec.is_regression
+        self.label_strings = tf.constant(list(spec.labels or ["score"]))
+        self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
+        self.pair = is_pair_task(spec)
+
+    def _outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = self._model(inputs, training=False)
+        if self.regression:
+            score = tf.cast(out["probabilities"], tf.float32)
+            return {"score": score, "predictions": score}
+        probabilities = tf.cast(out["probabilities"], tf.float32)
+        predictions = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        result = {"probabilities": probabilities}
+        if self.threshold is not None:
+            predictions = tf.cast(probabilities[:, 1] >= self.threshold, tf.int32)
+            result["threshold"] = self.threshold
+        result["predictions"] = predictions
+        result["labels"] = tf.gather(self.label_strings, predictions)
+        return result
+
+    def serve_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
+        spec = feature_spec(self.max_seq_length, self.regression)
+        parsed = tf.io.parse_example(examples, {k: spec[k] for k in MODEL_INPUTS})
+        return self._outputs({k: tf.cast(v, tf.int32) for k, v in parsed.items()})
+
+    def serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
+        inputs = pack_token_ids(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
+                                self.tokenizer.cls_id, self.tokenizer.sep_id)
+        return self._outputs(inputs)
+
+    def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """The two signatures' concrete functions. They are not attributes of the
+        module, so saving traces nothing else (the model is traced once per signature)."""
+        strings = lambda name: tf.TensorSpec([None], tf.string, name=name)  # noqa: E731
+        examples = tf.function(self.serve_examples, input_signature=[strings("examples")])
+        if self.pair:
+            text = tf.function(lambda a, b: self.serve_text(a, b),
+                               input_signature=[strings("text_a"), strings("text_b")])
+        else:
+            text = tf.function(lambda a: self.serve_text(a), input_signature=[strings("text_a")])
+        return {SERVING_EXAMPLES: examples.get_concrete_function(),
+                SERVING_TEXT: text.get_concrete_function()}
+
+
+def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: int,
+                      spm_model_file: str, do_lower_case: bool = True,
+                      threshold: float | None = None) -> str:
+    """Writes the SavedModel to a new `<export_dir>/<unix time>` and returns that path.
+
+    `threshold` NaN or None means no threshold (the original's flag default is NaN).
+    """
+    from albert_tf.tokenization import TFTokenizer
+
+    if threshold is not None and math.isnan(threshold):
+        threshold = None
+    if not spm_model_file:
+        raise ValueError("the raw-text signature needs --spm_model_file (SentencePiece model)")
+    serving = ClassifierServing(model, TFTokenizer(spm_model_file, do_lower_case), spec,
+                                max_seq_length, threshold)
+    os.makedirs(export_dir, exist_ok=True)
+    version = int(time.time())
+    while os.path.exists(os.path.join(export_dir, str(version))):
+        version += 1
+    final = os.path.join(export_dir, str(version))
+    tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    try:
+        tf.saved_model.save(serving, tmp, signatures=serving.signatures())
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
