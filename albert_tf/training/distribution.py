@@ -1,0 +1,205 @@
+"""Strategy, precision and worker identity from the drivers' flags.
+
+``--distribution_strategy``:
+- ``one_device``: the first GPU if there is one, else the CPU.
+- ``mirrored``: ``--num_gpus`` local GPUs (all when 0 is given and GPUs exist).  On a
+  machine without GPUs it uses the logical CPU devices; ``--num_gpus=N`` there splits
+  the CPU into N logical devices, which is how tests exercise multi-replica code.
+- ``multi_worker_mirrored``: one process per machine, configured by ``TF_CONFIG``
+  (see the README section "Multi-worker training").
+- ``tpu`` (also implied by ``--use_tpu``): ``TPUClusterResolver`` from
+  ``--tpu_name`` (or ``--master``), ``--tpu_zone``, ``--gcp_project``; the client
+  connects to the cluster and initializes the TPU system before building the strategy.
+
+``--mixed_precision``: ``none`` (float32), ``bf16`` (Keras ``mixed_bfloat16``) or
+``fp16`` (``mixed_float16``; the training loop then wraps the optimizer in a
+dynamic ``LossScaleOptimizer``).  Set it before building the model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+from absl import flags, logging
+
+from albert_tf.keras import keras
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def split_cpu_into_logical_devices(num_devices: int) -> list[str]:
+    """Splits the physical CPU into ``num_devices`` logical CPUs; returns their names.
+
+    Must run before TensorFlow initializes its devices (before any op or strategy).
+    Calling it again with the same count is harmless.
+    """
+    if num_devices < 1:
+        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if not current or len(current) != num_devices:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)]
+            )
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"cannot split the CPU into {num_devices} logical devices: TensorFlow has already "
+                f"initialized its devices ({e}). Split before creating any tensor or strategy."
+            ) from e
+    return [d.name for d in tf.config.list_logical_devices("CPU")]
+
+
+def set_mixed_precision(mixed_precision: str) -> str:
+    """Sets the global Keras policy from ``none|bf16|fp16``; returns the policy name."""
+    if mixed_precision not in PRECISIONS:
+        raise ValueError(
+            f"--mixed_precision={mixed_precision!r}: expected one of {', '.join(PRECISIONS)}"
+        )
+    policy = PRECISIONS[mixed_precision]
+    keras.mixed_precision.set_global_policy(policy)
+    return policy
+
+
+def create_strategy(
+    distribution_strategy: str = "one_device",
+    num_gpus: int = 0,
+    use_tpu: bool = False,
+    tpu_name: str | None = None,
+    tpu_zone: str | None = None,
+    gcp_project: str | None = None,
+    master: str | None = None,
+) -> tf.distribute.Strategy:
+    """Builds the ``tf.distribute`` strategy the flags ask for (see the module doc)."""
+    if use_tpu:
+        if distribution_strategy not in ("tpu", "one_device"):
+            raise ValueError(
+                f"--use_tpu conflicts with --distribution_strategy={distribution_strategy}"
+            )
+        distribution_strategy = "tpu"
+    if distribution_strategy not in STRATEGIES:
+        raise ValueError(
+            f"--distribution_strategy={distribution_strategy!r}: expected one of {', '.join(STRATEGIES)}"
+        )
+    if num_gpus < 0:
+        raise ValueError(f"--num_gpus must be >= 0, got {num_gpus}")
+
+    if distribution_strategy == "tpu":
+        return _tpu_strategy(tpu_name, tpu_zone, gcp_project, master)
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if distribution_strategy == "one_device":
+        device = "/gpu:0" if gpus and num_gpus != 0 else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+
+    if distribution_strategy == "mirrored":
+        if gpus:
+            count = num_gpus or len(gpus)
+            if count > len(gpus):
+                raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+            devices = [f"/gpu:{i}" for i in range(count)]
+        else:
+            if num_gpus > 1:
+                logging.warning("No GPU found: mirroring over %d logical CPU devices.", num_gpus)
+                split_cpu_into_logical_devices(num_gpus)
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+
+    # multi_worker_mirrored
+    if not os.environ.get("TF_CONFIG"):
+        logging.warning(
+            "--distribution_strategy=multi_worker_mirrored without TF_CONFIG: running as a single worker."
+        )
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master) -> tf.distribute.Strategy:
+    # Not runnable on this project's CI machines (no TPU); the calls are the documented TF2 ones.
+    tpu = tpu_name or master or ""
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu, zone=tpu_zone, project=gcp_project
+    )
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerInfo:
+    """Where this process sits in a (possibly multi-worker) job."""
+
+    num_workers: int
+    worker_index: int
+    is_chief: bool
+
+
+def worker_info(strategy: tf.distribute.Strategy) -> WorkerInfo:
+    """Number of workers, this worker's index and whether it writes checkpoints/summaries."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        resolver = strategy.cluster_resolver
+        spec = resolver.cluster_spec().as_dict()
+        task_type, task_id = resolver.task_type, resolver.task_id or 0
+        workers = spec.get("worker", [])
+        has_chief = bool(spec.get("chief"))
+        num_workers = len(workers) + (1 if has_chief else 0) or 1
+        if task_type == "chief":
+            return WorkerInfo(num_workers, 0, True)
+        index = task_id + (1 if has_chief else 0)
+        return WorkerInfo(num_workers, index, not has_chief and task_id == 0)
+    return WorkerInfo(1, 0, True)
+
+
+def make_tf_config(worker_addresses: list[str], index: int) -> str:
+    """The TF_CONFIG value for worker ``index`` of a job of ``worker_addresses`` (host:port)."""
+    return json.dumps({"cluster": {"worker": list(worker_addresses)}, "task": {"type": "worker", "index": index}})
+
+
+# ---- flags shared by run_pretraining.py, run_classifier.py and run_squad.py ----
+
+def define_flags() -> None:
+    """Defines the distribution/precision/TPU flags once (skips any already defined)."""
+    defined = flags.FLAGS
+
+    def define(kind, name, default, help_text, enum_values=None):
+        if name in defined:
+            return
+        if kind == "enum":
+            flags.DEFINE_enum(name, default, enum_values, help_text)
+        else:
+            getattr(flags, f"DEFINE_{kind}")(name, default, help_text)
+
+    define("enum", "distribution_strategy", "one_device", "How to spread training over devices.",
+           enum_values=list(STRATEGIES))
+    define("integer", "num_gpus", 0, "GPUs for --distribution_strategy=mirrored (0 = all visible; "
+           "without GPUs, N > 1 splits the CPU into N logical devices).")
+    define("enum", "mixed_precision", "none", "Compute precision: none (float32), bf16, or fp16 "
+           "(with dynamic loss scaling).", enum_values=list(PRECISIONS))
+    define("bool", "enable_xla", False, "Compile the forward/backward step with XLA.")
+    define("integer", "gradient_accumulation_steps", 1, "Split each batch into this many micro-batches "
+           "and apply one update with their mean gradient (the same update as the whole batch).")
+    define("integer", "log_steps", 100, "Print a progress line and write summaries every this many steps.")
+    define("integer", "seed", 12345, "Seed for initialization, data shuffling and dropout.")
+    define("bool", "use_tpu", False, "Whether to use TPU (implies --distribution_strategy=tpu).")
+    define("string", "tpu_name", None, "The Cloud TPU to use: a name or grpc://ip.address.of.tpu:8470.")
+    define("string", "tpu_zone", None, "GCE zone of the Cloud TPU (detected when possible).")
+    define("string", "gcp_project", None, "GCP project of the Cloud TPU (detected when possible).")
+    define("string", "master", None, "TensorFlow master URL (used as the TPU address if --tpu_name is unset).")
+    define("integer", "num_tpu_cores", 8, "Kept for compatibility: TPUStrategy finds the cores itself.")
+
+
+def strategy_from_flags(flag_values=None) -> tf.distribute.Strategy:
+    """Sets the precision policy and builds the strategy from ``define_flags()``'s flags."""
+    f = flag_values or flags.FLAGS
+    set_mixed_precision(f.mixed_precision)
+    return create_strategy(
+        distribution_strategy=f.distribution_strategy,
+        num_gpus=f.num_gpus,
+        use_tpu=f.use_tpu,
+        tpu_name=f.tpu_name,
+        tpu_zone=f.tpu_zone,
+        gcp_project=f.gcp_project,
+        master=f.master,
+    )

@@ -1,0 +1,676 @@
+"""The one custom training loop used by pretraining, GLUE and SQuAD.
+
+A driver describes its job as a ``Task`` (build the model, compute the loss,
+make the datasets, optionally initialize from a checkpoint) and hands it with an
+optimizer factory and a ``TrainConfig`` to a ``Trainer``:
+
+    trainer = Trainer(task, strategy, optimizer_fn, config)
+    trainer.train()                     # resumes from output_dir if it holds a checkpoint
+    results = trainer.evaluate(max_eval_steps=100)
+
+How a step runs: each replica takes its per-replica batch, splits it into
+``gradient_accumulation_steps`` micro-batches and sums their gradients (one
+update for the whole batch), all-reduces gradients, loss and metrics in one
+collective, unscales (fp16), clips the all-reduced gradient to ``clip_norm`` and
+applies the optimizer.  ``steps_per_loop`` such steps run inside one
+``tf.function`` call (a ``tf.while_loop``), cut short at log/save boundaries.
+
+Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
+count, fp16 loss scale) and ``global_step``; each worker also saves its input
+iterator's position; dropout masks are a function of (seed, step) — see
+``randomness.py``.  SIGTERM/SIGINT stop the run after the current step with a
+checkpoint and exit code 0.  A NaN/Inf loss stops it with ``NonFiniteLossError``
+naming the step and writes no checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from albert_tf.keras import keras
+from albert_tf.training import checkpointing
+from albert_tf.training.distribution import worker_info
+from albert_tf.training.randomness import dropout_seed_scope, step_seed
+
+DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+# A metric is a scalar (averaged over batches) or a (numerator, denominator) pair whose
+# sums over all batches are divided at the end (exact streaming accuracy / weighted mean).
+MetricValue = Any
+LossFn = Callable[[keras.Model, Any, bool], Any]
+
+
+@dataclasses.dataclass
+class Task:
+    """What a driver trains.
+
+    build_model: returns the Keras model; called inside ``strategy.scope()``.  It need not
+      be built: the Trainer calls ``loss_fn`` once on a zero batch to create its variables.
+    loss_fn: ``loss_fn(model, features, training) -> (loss, metrics)`` with ``loss`` the
+      scalar mean over this replica's batch and ``metrics`` a dict of scalars or
+      ``(numerator, denominator)`` pairs (e.g. ``(sum(w * correct), sum(w))``).
+    train_dataset_fn / eval_dataset_fn: ``fn(input_context) -> tf.data.Dataset`` of
+      per-replica batches (``input_context.get_per_replica_batch_size(global_batch)``),
+      sharded by ``input_context.input_pipeline_id``; training data must repeat.
+      ``data.make_tfrecord_dataset`` builds such datasets.
+    init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
+      (e.g. loading ``--init_checkpoint``).
+    """
+
+    build_model: Callable[[], keras.Model]
+    loss_fn: LossFn
+    train_dataset_fn: DatasetFn | None = None
+    eval_dataset_fn: DatasetFn | None = None
+    init_fn: Callable[[keras.Model], None] | None = None
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Loop settings (the drivers map their flags onto these)."""
+
+    output_dir: str
+    num_train_steps: int
+    train_batch_size: int  # global batch of one update (all replicas, all micro-batches)
+    steps_per_loop: int = 1000  # the original's iterations_per_loop
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    gradient_accumulation_steps: int = 1
+    clip_norm: float | None = 1.0
+    enable_xla: bool = False
+    seed: int = 12345
+    handle_signals: bool = True
+
+    def validate(self) -> None:
+        for name in ("num_train_steps", "train_batch_size", "steps_per_loop", "save_checkpoints_steps",
+                     "log_steps", "gradient_accumulation_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.clip_norm is not None and self.clip_norm <= 0:
+            raise ValueError(f"clip_norm must be > 0 or None, got {self.clip_norm}")
+
+
+@dataclasses.dataclass
+class TrainResult:
+    global_step: int
+    checkpoint_path: str | None
+    logs: dict[str, float]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss (or gradient) became NaN/Inf; no checkpoint of that state was written."""
+
+
+class TrainingInterrupted(SystemExit):
+    """Raised after SIGTERM/SIGINT once a checkpoint is written; exits the process with 0."""
+
+    def __init__(self, message: str):
+        super().__init__(0)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _StopSignals:
+    """Turns SIGTERM/SIGINT into a stop request (a second SIGINT aborts at once)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.received: str | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        logging.warning("Received %s: stopping after the current step to write a checkpoint.", self.received)
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+# TensorBoard's scalar plugin marker: lets us write scalars without the tensorboard package.
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+
+def write_scalar_summary(name: str, value: float) -> None:
+    """``tf.summary.scalar`` without needing TensorBoard installed (same event format)."""
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+
+
+def _format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _split_loss_output(output) -> tuple[tf.Tensor, Mapping[str, MetricValue]]:
+    if isinstance(output, (tuple, list)) and len(output) == 2 and isinstance(output[1], Mapping):
+        return output[0], output[1]
+    return output, {}
+
+
+class Trainer:
+    """Trains and evaluates one ``Task`` under one ``tf.distribute`` strategy."""
+
+    def __init__(
+        self,
+        task: Task,
+        strategy: tf.distribute.Strategy,
+        optimizer_fn: Callable[[], keras.optimizers.Optimizer],
+        config: TrainConfig,
+    ):
+        config.validate()
+        if tf.distribute.has_strategy():
+            raise ValueError("create the Trainer outside strategy.scope(): it enters the scope itself")
+        self.task, self.strategy, self.config = task, strategy, config
+        self.worker = worker_info(strategy)
+        self.num_replicas = strategy.num_replicas_in_sync
+        self.num_local_replicas = len(strategy.extended.worker_devices)
+        # Same initial weights in every fresh run (multi-worker runs broadcast worker 0's anyway).
+        keras.utils.set_random_seed(config.seed)
+        with strategy.scope():
+            self.model = task.build_model()
+            optimizer = optimizer_fn()
+            if (keras.mixed_precision.global_policy().name == "mixed_float16"
+                    and not isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)):
+                optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.global_step = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="global_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+        self._loss_scale = optimizer if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer) else None
+        inner = self._loss_scale.inner_optimizer if self._loss_scale else optimizer
+        items = dict(model=self.model, optimizer=inner, global_step=self.global_step)
+        if self._loss_scale:
+            items["loss_scale_optimizer"] = self._loss_scale
+        self.checkpoint = tf.train.Checkpoint(**items)
+        # Read by the in-graph loop every step; set from the main thread on SIGTERM/SIGINT.
+        self._stop_flag = tf.Variable(0.0, trainable=False, name="stop_requested")
+        self._metric_kinds: dict[str, bool] | None = None  # name -> is a (num, den) pair
+        self._train_fn = None
+        self._eval_fns = None
+        self._last_saved_step: int | None = None
+
+    # ------------------------------------------------------------------ setup
+    def _input_context(self) -> tf.distribute.InputContext:
+        return tf.distribute.InputContext(
+            num_input_pipelines=self.worker.num_workers,
+            input_pipeline_id=self.worker.worker_index,
+            num_replicas_in_sync=self.num_replicas,
+        )
+
+    def _ensure_built(self, element_spec) -> None:
+        """Creates the model's and optimizer's variables; learns the metrics' structure."""
+        if self._metric_kinds is not None:
+            return
+
+        def zeros(spec):
+            shape = [1 if d is None else d for d in spec.shape.as_list()]
+            return tf.zeros(shape, spec.dtype)
+
+        features = tf.nest.map_structure(zeros, element_spec)
+        with self.strategy.scope():
+            _, metrics = _split_loss_output(self.task.loss_fn(self.model, features, False))
+            if not self.model.trainable_variables:
+                raise ValueError("the model has no trainable variables after calling loss_fn")
+            self.optimizer.build(self.model.trainable_variables)
+        self._metric_kinds = {name: isinstance(v, (tuple, list)) for name, v in metrics.items()}
+        if "loss" in self._metric_kinds:
+            raise ValueError("loss_fn's metrics must not be named 'loss' (the loop reports the loss)")
+        for layer in self.model.submodules:
+            if isinstance(layer, keras.layers.Dropout) and layer.rate > 0:
+                logging.warning(
+                    "Layer %s is a keras.layers.Dropout: its masks are not reproduced on resume. "
+                    "Use albert_tf.training.StatelessDropout for exact resume.", layer.name)
+                break
+
+    def _metric_parts(self, metrics: Mapping[str, MetricValue]) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
+        parts = {}
+        for name, is_pair in self._metric_kinds.items():
+            if name not in metrics:
+                raise KeyError(f"loss_fn returned no metric {name!r} in this call (it did on the first)")
+            value = metrics[name]
+            if is_pair:
+                parts[name] = (tf.cast(value[0], tf.float32), tf.cast(value[1], tf.float32))
+            else:
+                parts[name] = (tf.cast(value, tf.float32), tf.constant(1.0))
+        return parts
+
+    def _zero_metric_parts(self) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
+        return {name: (tf.constant(0.0), tf.constant(0.0)) for name in self._metric_kinds}
+
+    # ------------------------------------------------------------------ one step
+    def _micro_gradients(self, features, step, micro_step, replica_id):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            with dropout_seed_scope(step_seed(self.config.seed, step, micro_step, replica_id)):
+                loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, True))
+            loss = tf.cast(loss, tf.float32)
+            scaled = self._loss_scale.get_scaled_loss(loss) if self._loss_scale else loss
+        grads = tape.gradient(scaled, variables)
+        grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
+        return grads, loss, self._metric_parts(metrics)
+
+    def _replica_gradients(self, features, step, replica_id):
+        """Gradients summed over the micro-batches of this replica's batch (divided by their count)."""
+        count = self.config.gradient_accumulation_steps
+        if count == 1:
+            return self._micro_gradients(features, step, 0, replica_id)
+        variables = self.model.trainable_variables
+        micro = tf.nest.map_structure(
+            lambda t: tf.reshape(t, tf.concat([[count, -1], tf.shape(t)[1:]], 0)), features)
+        has_grad = []  # filled while tracing the body: which variables get a gradient
+
+        def body(i, grads, loss, metrics):
+            batch = tf.nest.map_structure(lambda t: t[i], micro)
+            g, l, m = self._micro_gradients(batch, step, i, replica_id)
+            has_grad[:] = [x is not None for x in g]
+            g = [tf.zeros_like(v) if x is None else x for x, v in zip(g, variables)]
+            return (i + 1, [a + b for a, b in zip(grads, g)], loss + l,
+                    tf.nest.map_structure(tf.add, metrics, m))
+
+        init = (tf.constant(0), [tf.zeros_like(v) for v in variables], tf.constant(0.0),
+                self._zero_metric_parts())
+        _, grads, loss, metrics = tf.while_loop(lambda i, *_: i < count, body, init)
+        grads = [g / count if keep else None for g, keep in zip(grads, has_grad)]
+        return grads, loss / count, metrics
+
+    def _replica_train_step(self, features, step, stop_flag):
+        ctx = tf.distribute.get_replica_context()
+        grads, loss, metrics = self._gradients_fn(features, step, ctx.replica_id_in_sync_group)
+        pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
+        if not pairs:
+            raise ValueError("loss_fn's loss does not depend on any trainable variable")
+        payload = {"grads": [g for g, _ in pairs], "loss": loss, "metrics": metrics,
+                   "stop": tf.identity(stop_flag)}
+        payload = ctx.all_reduce(tf.distribute.ReduceOp.SUM, payload)
+        grads = [g / self.num_replicas for g in payload["grads"]]
+        if self._loss_scale:
+            grads = self._loss_scale.get_unscaled_gradients(grads)
+        grad_norm = tf.linalg.global_norm(grads)
+        if self.config.clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
+        self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]), skip_gradients_aggregation=True)
+        return {"loss": payload["loss"] / self.num_replicas, "metrics": payload["metrics"],
+                "grad_norm": grad_norm, "stop": payload["stop"]}
+
+    def _build_train_fn(self):
+        strategy = self.strategy
+        self._gradients_fn = (tf.function(self._replica_gradients, jit_compile=True)
+                              if self.config.enable_xla else self._replica_gradients)
+        check_grad_norm = self._loss_scale is None  # fp16 skips non-finite steps by design
+
+        @tf.function
+        def train_steps(iterator, num_steps):
+            loss_sum = tf.constant(0.0)
+            norm_sum = tf.constant(0.0)
+            metric_sums = self._zero_metric_parts()
+            done = tf.constant(0)
+            stopped = tf.constant(False)
+            non_finite = tf.constant(False)
+            last_loss = tf.constant(0.0)
+            for _ in tf.range(num_steps):
+                features = strategy.experimental_distribute_values_from_function(lambda ctx: next(iterator))
+                out = strategy.run(self._replica_train_step,
+                                   args=(features, self.global_step.read_value(), self._stop_flag.read_value()))
+                out = tf.nest.map_structure(lambda x: strategy.experimental_local_results(x)[0], out)
+                self.global_step.assign_add(1)
+                done += 1
+                last_loss = out["loss"]
+                loss_sum += out["loss"]
+                norm_sum += out["grad_norm"]
+                metric_sums = tf.nest.map_structure(tf.add, metric_sums, out["metrics"])
+                finite = tf.math.is_finite(out["loss"])
+                if check_grad_norm:
+                    finite = tf.logical_and(finite, tf.math.is_finite(out["grad_norm"]))
+                if not finite:
+                    non_finite = tf.constant(True)
+                    break
+                if out["stop"] > 0:
+                    stopped = tf.constant(True)
+                    break
+            return {"loss_sum": loss_sum, "grad_norm_sum": norm_sum, "metrics": metric_sums,
+                    "steps": done, "stopped": stopped, "non_finite": non_finite, "last_loss": last_loss}
+
+        return train_steps
+
+    # ------------------------------------------------------------------ checkpoints
+    def _restore_or_initialize(self, input_checkpoint: tf.train.Checkpoint | None) -> str | None:
+        output_dir = self.config.output_dir
+        if self.worker.is_chief:
+            checkpointing.remove_stale_temporaries(output_dir)
+        latest = tf.train.latest_checkpoint(output_dir)
+        if latest is None:
+            if self.task.init_fn is not None:
+                logging.info("No checkpoint in %s: initializing with the task's init_fn.", output_dir)
+                self.task.init_fn(self.model)
+            return None
+        status = self.checkpoint.read(latest)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise ValueError(
+                f"checkpoint {latest} does not match this model/optimizer (was output_dir used by a "
+                f"different configuration?): {e}") from e
+        status.expect_partial()
+        if input_checkpoint is not None:
+            input_prefix = checkpointing.input_state_prefix(latest, self.worker.worker_index)
+            if tf.io.gfile.exists(input_prefix + ".index"):
+                input_checkpoint.read(input_prefix).assert_consumed()
+            else:
+                logging.warning("No input position saved for worker %d at %s: its data starts over.",
+                                self.worker.worker_index, latest)
+        logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
+        return latest
+
+    def _all_weights_finite(self) -> bool:
+        return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))
+
+    def _barrier(self) -> None:
+        if self.worker.num_workers > 1:
+            ones = self.strategy.experimental_distribute_values_from_function(lambda ctx: tf.constant(1.0))
+            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+    def save_checkpoint(self, input_checkpoint: tf.train.Checkpoint | None = None) -> str:
+        """Writes ``model.ckpt-<step>`` (+ this worker's input position) atomically."""
+        step = int(self.global_step.numpy())
+        if not self._all_weights_finite():
+            raise NonFiniteLossError(f"weights are NaN/Inf at step {step}: not writing a checkpoint")
+        output_dir = self.config.output_dir
+        prefix = checkpointing.checkpoint_prefix(output_dir, step)
+        if input_checkpoint is not None:
+            checkpointing.write_checkpoint_atomically(
+                input_checkpoint, checkpointing.input_state_prefix(prefix, self.worker.worker_index))
+        if self.worker.is_chief:
+            checkpointing.write_checkpoint_atomically(self.checkpoint, prefix)
+        else:
+            # Every worker takes part in writing (variables may need collectives to read);
+            # only the chief's copy is kept.
+            scratch = os.path.join(output_dir, f".tmp-worker{self.worker.worker_index}")
+            self.checkpoint.write(os.path.join(scratch, "model.ckpt"))
+            tf.io.gfile.rmtree(scratch)
+        self._barrier()
+        if self.worker.is_chief:
+            checkpointing.update_state_file(output_dir, prefix, self.config.keep_checkpoint_max)
+        else:
+            self._prune_own_input_states()
+        self._last_saved_step = step
+        logging.info("Saved checkpoint %s", prefix)
+        return prefix
+
+    def _prune_own_input_states(self) -> None:
+        keep = self.config.keep_checkpoint_max
+        if keep <= 0:
+            return
+        suffix = f".input-{self.worker.worker_index}.index"
+        pattern = os.path.join(self.config.output_dir, f"{checkpointing.CHECKPOINT_BASENAME}-*{suffix}")
+        indexes = sorted(tf.io.gfile.glob(pattern),
+                         key=lambda f: checkpointing.step_of(f[: -len(suffix)]) or 0)
+        for index in indexes[:-keep]:
+            prefix = index[: -len(".index")]
+            for f in tf.io.gfile.glob(prefix + ".*"):
+                tf.io.gfile.remove(f)
+
+    # ------------------------------------------------------------------ train
+    def _check_train_batches(self, element_spec) -> None:
+        cfg = self.config
+        per_replica, rem = divmod(cfg.train_batch_size, self.num_replicas)
+        if rem:
+            raise ValueError(f"train_batch_size {cfg.train_batch_size} is not divisible by the "
+                             f"{self.num_replicas} replicas")
+        if per_replica % cfg.gradient_accumulation_steps:
+            raise ValueError(
+                f"the per-replica batch {per_replica} (train_batch_size {cfg.train_batch_size} / "
+                f"{self.num_replicas} replicas) is not divisible by gradient_accumulation_steps "
+                f"{cfg.gradient_accumulation_steps}")
+        for spec in tf.nest.flatten(element_spec):
+            size = spec.shape[0] if spec.shape.rank else None
+            if size is not None and size != per_replica:
+                raise ValueError(
+                    f"train_dataset_fn yields per-replica batches of {size}, expected {per_replica} "
+                    f"(train_batch_size {cfg.train_batch_size} / {self.num_replicas} replicas)")
+
+    def _steps_to_boundary(self, step: int) -> int:
+        cfg = self.config
+        limits = [cfg.steps_per_loop, cfg.num_train_steps - step,
+                  cfg.log_steps - step % cfg.log_steps,
+                  cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps]
+        return max(1, min(limits))
+
+    def _run_interruptibly(self, fn, *args, signals: _StopSignals):
+        """Runs ``fn`` in a thread so that the main thread can react to signals at once."""
+        result: dict = {}
+
+        def target():
+            try:
+                result["value"] = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                result["error"] = e
+
+        thread = threading.Thread(target=target, name="albert_tf-train-steps", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(timeout=0.2)
+            if signals.received and float(self._stop_flag.numpy()) == 0.0:
+                self._stop_flag.assign(1.0)
+        if "error" in result:
+            raise result["error"]
+        return result["value"]
+
+    def train(self) -> TrainResult:
+        """Trains to ``num_train_steps``, resuming from ``output_dir``'s latest checkpoint."""
+        cfg = self.config
+        if self.task.train_dataset_fn is None:
+            raise ValueError("the task has no train_dataset_fn")
+        tf.io.gfile.makedirs(cfg.output_dir)
+        dataset = self.task.train_dataset_fn(self._input_context())
+        self._check_train_batches(dataset.element_spec)
+        self._ensure_built(dataset.element_spec)
+        iterator = iter(dataset)
+        input_checkpoint = tf.train.Checkpoint(iterator=iterator)
+        latest = self._restore_or_initialize(input_checkpoint)
+        step = int(self.global_step.numpy())
+        if latest is not None:
+            self._last_saved_step = step
+        if step >= cfg.num_train_steps:
+            logging.info("Step %d already reached num_train_steps=%d: nothing to train.", step, cfg.num_train_steps)
+            return TrainResult(step, latest, {})
+        if self._train_fn is None:
+            self._train_fn = self._build_train_fn()
+        writer = (tf.summary.create_file_writer(cfg.output_dir) if self.worker.is_chief
+                  else tf.summary.create_noop_writer())
+        schedule = self._learning_rate_schedule()
+        logs: dict[str, float] = {}
+        interval = self._new_interval(step)
+        checkpoint_path = latest
+        self._stop_flag.assign(0.0)
+        with _StopSignals(cfg.handle_signals) as signals:
+            while step < cfg.num_train_steps:
+                try:
+                    out = self._run_interruptibly(self._train_fn, iterator,
+                                                  tf.constant(self._steps_to_boundary(step)), signals=signals)
+                except tf.errors.OutOfRangeError as e:
+                    raise ValueError(f"the training dataset ended at step {step}: train_dataset_fn must "
+                                     f"return a repeating dataset") from e
+                step = int(self.global_step.numpy())
+                if bool(out["non_finite"]):
+                    raise NonFiniteLossError(
+                        f"loss {float(out['last_loss'])} (or its gradient) is NaN/Inf at step {step}; training "
+                        f"stopped. No checkpoint of this state was written; the last good one is "
+                        f"{tf.train.latest_checkpoint(cfg.output_dir)}.")
+                self._accumulate(interval, out)
+                stopped = bool(out["stopped"])
+                if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:
+                    logs = self._log(interval, step, schedule, writer)
+                    interval = self._new_interval(step)
+                if stopped or step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
+                    if self._last_saved_step != step:
+                        checkpoint_path = self.save_checkpoint(input_checkpoint)
+                if stopped:
+                    writer.flush()
+                    message = (f"Stopped by {signals.received or 'a signal on another worker'} at step {step}; "
+                               f"checkpoint {checkpoint_path} written. Rerun the same command to resume.")
+                    logging.warning(message)
+                    raise TrainingInterrupted(message)
+        writer.flush()
+        return TrainResult(step, checkpoint_path, logs)
+
+    def _learning_rate_schedule(self) -> Callable[[int], float]:
+        inner = self._loss_scale.inner_optimizer if self._loss_scale else self.optimizer
+        lr = inner._learning_rate  # the schedule object or the variable
+        if isinstance(lr, keras.optimizers.schedules.LearningRateSchedule):
+            return lambda step: float(lr(step))
+        return lambda step: float(lr.numpy())
+
+    def _new_interval(self, step: int) -> dict:
+        return {"start_step": step, "start_time": time.time(), "steps": 0, "loss": 0.0,
+                "grad_norm": 0.0, "metrics": {name: [0.0, 0.0] for name in self._metric_kinds}}
+
+    @staticmethod
+    def _accumulate(interval: dict, out: dict) -> None:
+        interval["steps"] += int(out["steps"])
+        interval["loss"] += float(out["loss_sum"])
+        interval["grad_norm"] += float(out["grad_norm_sum"])
+        for name, (num, den) in out["metrics"].items():
+            interval["metrics"][name][0] += float(num)
+            interval["metrics"][name][1] += float(den)
+
+    def _log(self, interval: dict, step: int, schedule, writer) -> dict[str, float]:
+        cfg = self.config
+        steps = max(interval["steps"], 1)
+        elapsed = max(time.time() - interval["start_time"], 1e-9)
+        seconds_per_step = elapsed / steps
+        logs = {
+            "loss": interval["loss"] / steps,
+            "learning_rate": schedule(max(step - 1, 0)),  # the rate of the last update
+            "gradient_norm": interval["grad_norm"] / steps,
+            "examples_per_second": cfg.train_batch_size / seconds_per_step,
+            "steps_per_second": 1.0 / seconds_per_step,
+        }
+        for name, (num, den) in interval["metrics"].items():
+            logs[name] = num / den if den else float("nan")
+        eta = (cfg.num_train_steps - step) * seconds_per_step
+        extra = "".join(f", {name} = {logs[name]:.4f}" for name in interval["metrics"])
+        logging.info("step %d/%d: loss = %.4f, lr = %.3e, examples/s = %.1f, ETA %s%s",
+                     step, cfg.num_train_steps, logs["loss"], logs["learning_rate"],
+                     logs["examples_per_second"], _format_duration(eta), extra)
+        with writer.as_default(step=step):
+            for name, value in logs.items():
+                write_scalar_summary(name, value)
+        return logs
+
+    # ------------------------------------------------------------------ eval
+    def _build_eval_fns(self):
+        strategy = self.strategy
+
+        def replica_eval(features):
+            loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, False))
+            return {"loss": (tf.cast(loss, tf.float32), tf.constant(1.0)), **self._metric_parts(metrics)}
+
+        @tf.function
+        def on_replicas(features):
+            return strategy.run(replica_eval, args=(features,))
+
+        @tf.function
+        def on_host(features):  # a leftover batch when fewer remain than local replicas
+            return replica_eval(features)
+
+        return on_replicas, on_host
+
+    def evaluate(
+        self,
+        max_eval_steps: int | None = None,
+        checkpoint_path: str | None = None,
+        dataset_fn: DatasetFn | None = None,
+    ) -> dict[str, float]:
+        """Averages the loss and metrics over the eval data (or ``max_eval_steps`` steps of
+        one batch per replica).  With ``checkpoint_path``, evaluates that checkpoint's weights.
+
+        Pair metrics are sum(numerators) / sum(denominators) over every example seen;
+        scalar metrics and ``loss`` are means over batches.  Adds ``global_step``.
+        """
+        dataset_fn = dataset_fn or self.task.eval_dataset_fn
+        if dataset_fn is None:
+            raise ValueError("the task has no eval_dataset_fn")
+        dataset = dataset_fn(self._input_context())
+        self._ensure_built(dataset.element_spec)
+        if checkpoint_path is not None:
+            tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(
+                checkpoint_path).expect_partial()
+        if self._eval_fns is None:
+            self._eval_fns = self._build_eval_fns()
+        on_replicas, on_host = self._eval_fns
+        names = ["loss", *self._metric_kinds]
+        sums = {name: [0.0, 0.0] for name in names}
+
+        def add(parts):
+            for name in names:
+                sums[name][0] += float(parts[name][0])
+                sums[name][1] += float(parts[name][1])
+
+        iterator = iter(dataset)
+        steps = 0
+        while max_eval_steps is None or steps < max_eval_steps:
+            batches = []
+            for _ in range(self.num_local_replicas):
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                batches.append(optional.get_value())
+            if len(batches) == self.num_local_replicas:
+                feed = iter(batches)
+                features = self.strategy.experimental_distribute_values_from_function(lambda ctx: next(feed))
+                outputs = on_replicas(features)
+                for local in range(self.num_local_replicas):
+                    add(tf.nest.map_structure(
+                        lambda x, i=local: self.strategy.experimental_local_results(x)[i], outputs))
+                steps += 1
+                continue
+            for batch in batches:
+                add(on_host(batch))
+            break
+        if self.worker.num_workers > 1:  # one collective: every worker's sums
+            flat = [v for name in names for v in sums[name]]
+            first = [True]
+
+            def local_values(ctx):
+                values = tf.constant(flat if first[0] else [0.0] * len(flat), tf.float32)
+                first[0] = False
+                return values
+
+            total = self.strategy.reduce(
+                tf.distribute.ReduceOp.SUM,
+                self.strategy.experimental_distribute_values_from_function(local_values), axis=None)
+            total = total.numpy().tolist()
+            sums = {name: total[2 * i: 2 * i + 2] for i, name in enumerate(names)}
+        results = {name: (num / den if den else float("nan")) for name, (num, den) in sums.items()}
+        results["global_step"] = int(self.global_step.numpy())
+        if self.worker.is_chief:
+            writer = tf.summary.create_file_writer(os.path.join(self.config.output_dir, "eval"))
+            with writer.as_default(step=results["global_step"]):
+                for name in names:
+                    write_scalar_summary(name, results[name])
+            writer.flush()
+        return results

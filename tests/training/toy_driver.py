@@ -1,0 +1,190 @@
+"""A tiny model trained through albert_tf.training's loop, for the loop's tests.
+
+Used two ways: imported by conftest.py (in-process runs), and run as a script in a
+subprocess (resume after SIGKILL, SIGTERM, MirroredStrategy, MultiWorkerMirroredStrategy):
+
+    python tests/training/toy_driver.py --input_file=DATA --output_dir=OUT [--dump=weights.npz]
+
+Variable names contain `LayerNorm`, `bias` and `kernel` like ALBERT's, so the
+optimizer's exclusions are exercised.  Test hooks: --hang_at_step (block forever once
+that step's checkpoint is written, for a SIGKILL), --slow_step_seconds (sleep in every
+step, for a SIGTERM mid-loop), --nan_at_step (make the loss NaN from that step on).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+SEQ_LEN = 8
+VOCAB = 32
+
+
+def write_toy_data(path: str, num_examples: int, seed: int = 0) -> None:
+    """TFRecords of (input_ids[8], label, weight); label = parity of the ids' sum."""
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(num_examples):
+            ids = rng.integers(1, VOCAB, SEQ_LEN)
+            feature = {
+                "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=ids.tolist())),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(ids.sum() % 2)])),
+                "weight": tf.train.Feature(float_list=tf.train.FloatList(value=[float(rng.integers(1, 3))])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def parse_example(serialized):
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([SEQ_LEN], tf.int64),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+        "weight": tf.io.FixedLenFeature([], tf.float32),
+    }
+    example = tf.io.parse_single_example(serialized, spec)
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in example.items()}
+
+
+def build_model(dropout: float):
+    from albert_tf.keras import keras
+    from albert_tf.training import StatelessDropout
+
+    init = lambda s: keras.initializers.TruncatedNormal(stddev=0.2, seed=s)  # noqa: E731
+
+    class ToyModel(keras.Model):
+        def __init__(self):
+            super().__init__(name="toy")
+            self.embeddings = keras.layers.Embedding(VOCAB, 8, embeddings_initializer=init(1),
+                                                     name="word_embeddings")
+            self.dense = keras.layers.Dense(16, activation="tanh", kernel_initializer=init(2), name="dense")
+            self.norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
+            self.drop = StatelessDropout(dropout)
+            self.out = keras.layers.Dense(2, kernel_initializer=init(3), bias_initializer="ones", name="output")
+
+        def call(self, input_ids, training=False):
+            x = self.embeddings(input_ids)
+            x = self.drop(self.norm(self.dense(x)), training=training)
+            x = self.drop(x, training=training)  # a second application: another mask
+            return self.out(tf.reduce_mean(x, axis=1))
+
+    return ToyModel()
+
+
+def make_task(input_file: str, train_batch_size: int, eval_batch_size: int = 5, dropout: float = 0.1,
+              seed: int = 1, hooks: dict | None = None, eval_file: str | None = None):
+    from albert_tf.training import Task, make_tfrecord_dataset
+
+    hooks = hooks or {}
+
+    def loss_fn(model, features, training):
+        logits = tf.cast(model(features["input_ids"], training=training), tf.float32)
+        labels = features["label"]
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        loss = tf.reduce_mean(per_example)
+        if training and "nan_at_step" in hooks:
+            step = hooks["trainer"].global_step.read_value()
+            loss = loss * tf.where(step >= hooks["nan_at_step"], float("nan"), 1.0)
+        if training and ("slow_step_seconds" in hooks or "hang_at_step" in hooks):
+            step = hooks["trainer"].global_step.read_value()
+
+            def pause(step_value):
+                if "hang_at_step" in hooks and int(step_value) >= hooks["hang_at_step"]:
+                    print(f"HANGING at step {int(step_value)}", file=sys.stderr, flush=True)
+                    time.sleep(3600)
+                time.sleep(hooks.get("slow_step_seconds", 0.0))
+                return np.float32(0.0)
+
+            loss = loss + tf.numpy_function(pause, [step], tf.float32, stateful=True)
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)
+        weight = features["weight"]
+        metrics = {
+            "accuracy": (tf.reduce_sum(correct), tf.cast(tf.size(correct), tf.float32)),
+            "weighted_accuracy": (tf.reduce_sum(weight * correct), tf.reduce_sum(weight)),
+            "mean_logit": tf.reduce_mean(logits),
+        }
+        return loss, metrics
+
+    def train_dataset_fn(ctx):
+        return make_tfrecord_dataset(
+            input_file, parse_example, ctx.get_per_replica_batch_size(train_batch_size), is_training=True,
+            input_context=ctx, seed=seed, shuffle_buffer_size=16, shard_mode="records")
+
+    def eval_dataset_fn(ctx):
+        return make_tfrecord_dataset(
+            eval_file or input_file, parse_example, eval_batch_size, is_training=False, input_context=ctx,
+            drop_remainder=False)
+
+    return Task(build_model=lambda: build_model(dropout), loss_fn=loss_fn,
+                train_dataset_fn=train_dataset_fn, eval_dataset_fn=eval_dataset_fn)
+
+
+def weights_by_name(model) -> dict[str, np.ndarray]:
+    return {v.name: v.numpy() for v in model.variables}
+
+
+def main(argv):
+    del argv
+    from absl import flags
+
+    from albert_tf.training import (
+        TrainConfig,
+        Trainer,
+        create_optimizer,
+        strategy_from_flags,
+    )
+
+    f = flags.FLAGS
+    strategy = strategy_from_flags(f)
+    hooks = {}
+    for name in ("hang_at_step", "nan_at_step"):
+        if getattr(f, name) is not None:
+            hooks[name] = getattr(f, name)
+    if f.slow_step_seconds:
+        hooks["slow_step_seconds"] = f.slow_step_seconds
+    task = make_task(f.input_file, f.train_batch_size, dropout=f.dropout, hooks=hooks)
+    config = TrainConfig(
+        output_dir=f.output_dir, num_train_steps=f.num_train_steps, train_batch_size=f.train_batch_size,
+        steps_per_loop=f.steps_per_loop, save_checkpoints_steps=f.save_checkpoints_steps,
+        keep_checkpoint_max=f.keep_checkpoint_max, log_steps=f.log_steps,
+        gradient_accumulation_steps=f.gradient_accumulation_steps, enable_xla=f.enable_xla, seed=f.seed)
+    trainer = Trainer(task, strategy,
+                      lambda: create_optimizer(f.learning_rate, f.num_train_steps, 2, optimizer=f.optimizer),
+                      config)
+    hooks["trainer"] = trainer
+    result = trainer.train()
+    if f.dump:
+        results = trainer.evaluate() if f.eval_at_end else {}
+        if trainer.worker.is_chief:
+            arrays = weights_by_name(trainer.model)
+            arrays["__global_step__"] = np.array(result.global_step)
+            np.savez(f.dump, **arrays)
+            with open(f.dump + ".json", "w") as out:
+                json.dump({"eval": results, "logs": result.logs}, out)
+    print(f"DONE step {result.global_step}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    from absl import app, flags
+
+    from albert_tf.training import define_flags
+
+    define_flags()
+    flags.DEFINE_string("input_file", None, "TFRecords.")
+    flags.DEFINE_string("output_dir", None, "Checkpoints.")
+    flags.DEFINE_integer("num_train_steps", 12, "")
+    flags.DEFINE_integer("train_batch_size", 8, "")
+    flags.DEFINE_integer("steps_per_loop", 1000, "")
+    flags.DEFINE_integer("save_checkpoints_steps", 4, "")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "")
+    flags.DEFINE_float("dropout", 0.1, "")
+    flags.DEFINE_float("learning_rate", 0.05, "")
+    flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "")
+    flags.DEFINE_integer("hang_at_step", None, "")
+    flags.DEFINE_integer("nan_at_step", None, "")
+    flags.DEFINE_float("slow_step_seconds", 0.0, "")
+    flags.DEFINE_string("dump", None, "Write final weights (npz) and logs (json) here.")
+    flags.DEFINE_bool("eval_at_end", False, "")
+    flags.mark_flags_as_required(["input_file", "output_dir"])
+    app.run(main)
