@@ -94,12 +94,8 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     try:
-        if FLAGS.spm_model_file and not os.path.isfile(FLAGS.spm_model_file):
-            raise PretrainingDataError(f"--spm_model_file: file not found: {FLAGS.spm_model_file}")
-        if not FLAGS.spm_model_file and FLAGS.vocab_file and not os.path.isfile(FLAGS.vocab_file):
-            raise PretrainingDataError(f"--vocab_file: file not found: {FLAGS.vocab_file}")
         summary = create_pretraining_data(config_from_flags())
-    except (PretrainingDataError, FileNotFoundError, ValueError) as err:
+    except PretrainingDataError as err:
         sys.stderr.write(f"create_pretraining_data: error: {err}\n")
         sys.exit(1)
     sys.stderr.write(

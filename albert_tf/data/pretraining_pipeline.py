@@ -81,10 +81,19 @@ def resolve_input_files(input_file: str) -> tuple[str, ...]:
         if not matches:
             raise PretrainingDataError(f"--input_file: no input file found at {pattern!r}")
         files.extend(matches)
+    check_input_files(files)
+    return tuple(files)
+
+
+def check_input_files(files) -> None:
+    """Every input must exist and hold something."""
+    if not files:
+        raise PretrainingDataError("--input_file is required")
     for path in files:
+        if not os.path.isfile(path):
+            raise PretrainingDataError(f"--input_file: no input file found at {path!r}")
         if os.path.getsize(path) == 0:
             raise PretrainingDataError(f"--input_file: {path} is empty (expected one sentence per line)")
-    return tuple(files)
 
 
 def resolve_output_files(output_file: str, num_output_shards: int = 1) -> tuple[str, ...]:
@@ -126,11 +135,11 @@ def validate(config: PipelineConfig) -> None:
         (config.num_workers >= 1, f"--num_workers must be >= 1, got {config.num_workers}"),
         (config.block_size_mb > 0, f"--block_size_mb must be > 0, got {config.block_size_mb}"),
         (len(config.output_files) >= 1, "--output_file is required"),
-        (len(config.input_files) >= 1, "--input_file is required"),
     ]
     for ok, message in checks:
         if not ok:
             raise PretrainingDataError(message)
+    check_input_files(config.input_files)
 
 
 # ------------------------------------------------------------------ reading
@@ -416,6 +425,7 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
     any error they are removed and the error propagates.
     """
     validate(config)
+    _check_tokenizer(config)
     import tensorflow as tf  # the TFRecord writer (main process only)
 
     start = time.monotonic()
@@ -467,6 +477,16 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
     _write_json_atomic(summary_file, summary)
     summary["summary_file"] = summary_file
     return summary
+
+
+def _check_tokenizer(config: PipelineConfig) -> None:
+    """Loads the tokenizer once up front, so a bad model fails clearly before any work (not in a worker)."""
+    try:
+        FullTokenizer(vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+                      spm_model_file=config.spm_model_file)
+    except (OSError, ValueError) as err:
+        flag = "--spm_model_file" if config.spm_model_file else "--vocab_file"
+        raise PretrainingDataError(f"{flag}: {err}") from None
 
 
 def _check_nonempty(config: PipelineConfig, documents: int) -> None:

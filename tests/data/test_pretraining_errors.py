@@ -1,0 +1,95 @@
+"""Bad input and flags: clear errors, non-zero exit, nothing half-written."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf.data.pretraining_pipeline import PretrainingDataError, create_pretraining_data
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run_cli(*args):
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+
+
+def _leftovers(folder):
+    return sorted(f for f in os.listdir(folder) if f.startswith("out"))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path, spm_model, make_config):
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(b"A fine first sentence.\nAnother one here.\nBroken \xff\xfe bytes.\n\nNext doc.\nMore.\n")
+    out = tmp_path / "out.tfrecord"
+    with pytest.raises(PretrainingDataError, match=r"bad\.txt:3: line is not valid UTF-8.*--skip_invalid_lines"):
+        create_pretraining_data(make_config(corpus, spm_model, [out]))
+    assert _leftovers(tmp_path) == []  # no partial output, no temp file, no summary
+
+    summary = create_pretraining_data(make_config(corpus, spm_model, [out], skip_invalid_lines=True))
+    assert summary["invalid_lines_skipped"] == 1 and summary["instances"] > 0
+    assert _leftovers(tmp_path) == ["out.tfrecord", "out.tfrecord.summary.json"]
+
+
+def test_invalid_utf8_with_workers_leaves_nothing(tmp_path, spm_model, make_config, botchan_corpus):
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_bytes(botchan_corpus.read_bytes() + b"tail \xc3\x28 line\n")
+    out = tmp_path / "out.tfrecord"
+    with pytest.raises(PretrainingDataError, match=r"mixed\.txt:\d+: line is not valid UTF-8"):
+        create_pretraining_data(make_config(corpus, spm_model, [out], num_workers=2))
+    assert _leftovers(tmp_path) == []
+
+
+def test_empty_and_blank_inputs(tmp_path, spm_model, make_config):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(PretrainingDataError, match=r"empty\.txt is empty"):
+        create_pretraining_data(make_config(empty, spm_model, [tmp_path / "out.tfrecord"]))
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n   \n\t\n", encoding="utf-8")
+    with pytest.raises(PretrainingDataError, match="no text found"):
+        create_pretraining_data(make_config(blank, spm_model, [tmp_path / "out.tfrecord"]))
+    assert _leftovers(tmp_path) == []
+
+
+def test_bad_model(tmp_path, make_config, botchan_corpus, shared):
+    out = tmp_path / "out.tfrecord"
+    with pytest.raises(PretrainingDataError, match=r"--spm_model_file: .*lacks the piece"):
+        create_pretraining_data(
+            make_config(botchan_corpus, str(shared("data", "spm", "sentencepiece_test_model.model")), [out])
+        )
+    with pytest.raises(PretrainingDataError, match=r"--spm_model_file: .*not found"):
+        create_pretraining_data(make_config(botchan_corpus, str(tmp_path / "none.model"), [out]))
+    assert _leftovers(tmp_path) == []
+
+
+def test_cli_errors_exit_nonzero(tmp_path, spm_model):
+    result = _run_cli(f"--input_file={tmp_path}/missing*.txt", f"--output_file={tmp_path}/out.tfrecord",
+                      f"--spm_model_file={spm_model}")
+    assert result.returncode != 0
+    assert "no input file found" in result.stderr and "missing*.txt" in result.stderr
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("One sentence.\nTwo sentences.\n", encoding="utf-8")
+    result = _run_cli(f"--input_file={corpus}", f"--output_file={tmp_path}/out.tfrecord",
+                      f"--spm_model_file={spm_model}", "--max_seq_length=4")
+    assert result.returncode != 0
+    assert "--max_seq_length=4 is too small" in result.stderr
+    assert _leftovers(tmp_path) == []
+
+
+def test_cli_end_to_end_with_shards(tmp_path, shared, spm_model):
+    # The original's sample text, its flags (vocab_file not needed with spm), two shards, two workers.
+    sample = shared("data", "corpus", "sample_text.txt")
+    prefix = tmp_path / "out.tfrecord"
+    result = _run_cli(f"--input_file={sample}", f"--output_file={prefix}", f"--spm_model_file={spm_model}",
+                      "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
+                      "--num_output_shards=2", "--num_workers=2", "--random_seed=7")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert _leftovers(tmp_path) == [
+        "out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002", "out.tfrecord.summary.json"
+    ]
+    assert "instances" in result.stderr and "ETA" in result.stderr  # progress and final line
