@@ -212,9 +212,11 @@ class SquadV1Model(keras.Model):
 
 
 class SquadV2Model(keras.Model):
-    """ALBERT + XLNet-style head. Inputs add int32 ``p_mask`` [B,S]; in training
-    (``training=True`` and ``start_positions`` given) the outputs are log-probs,
-    otherwise the beam (see ``SquadV2Head``)."""
+    """ALBERT + XLNet-style head. Inputs add int32 ``p_mask`` [B,S]. With a
+    ``start_positions`` input (training features) the end logits are conditioned
+    on it and the outputs are log-probs, so the loss is defined in training and
+    evaluation alike; without it (prediction features) the outputs are the beam
+    (see ``SquadV2Head``)."""
 
     version_2 = True
 
@@ -231,8 +233,7 @@ class SquadV2Model(keras.Model):
         if "p_mask" not in inputs:
             raise ValueError("SquadV2Model needs a 'p_mask' input [batch, seq_length]")
         sequence = self.encoder(inputs, training=training)["sequence_output"]
-        start_positions = inputs.get("start_positions") if training else None
-        return self.head(sequence, inputs["p_mask"], start_positions, training=training)
+        return self.head(sequence, inputs["p_mask"], inputs.get("start_positions"), training=training)
 
     def tf1_head_variables(self) -> dict[str, tf.Variable]:
         return self.head.tf1_variables()

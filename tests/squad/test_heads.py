@@ -103,5 +103,7 @@ def test_models_register_tf1_names():
     assert len(n1) == len(v1.weights) and len(n2) == len(v2.weights)
     inputs = v2.dummy_inputs(batch_size=2, seq_length=10)
     inputs["start_positions"] = tf.constant([0, 3])
-    assert set(v2(inputs, training=True)) == {"start_log_probs", "end_log_probs", "cls_logits"}
+    # Training features (with start_positions) give log-probs in training and evaluation.
+    assert set(v2(inputs, training=True)) == set(v2(inputs)) == {"start_log_probs", "end_log_probs", "cls_logits"}
+    del inputs["start_positions"]
     assert set(v2(inputs)) >= {"start_top_index", "end_top_index", "cls_logits"}
