@@ -19,6 +19,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import get_activation
+from albert_tf.training.randomness import StatelessDropout
 
 
 def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
@@ -29,11 +30,11 @@ def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
 def dropout(rate: float, name: str) -> keras.layers.Layer:
     """Dropout, active only when called with training=True.
 
-    tf_keras is switched to tf.random.Generator-backed dropout (see
-    `albert_tf.modeling.enable_checkpointed_rng`) so the dropout RNG state is a
-    variable saved in training checkpoints, which makes resume exact.
+    Stateless: inside the training loop its masks are a function of (seed, step,
+    replica, call site), so a resumed run draws the same masks as an
+    uninterrupted one (see `albert_tf.training.randomness`).
     """
-    return keras.layers.Dropout(rate, name=name)
+    return StatelessDropout(rate, name=name)
 
 
 def dense(units: int, config: AlbertConfig, name: str, activation: Optional[str] = None,
