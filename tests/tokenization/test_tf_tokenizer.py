@@ -68,3 +68,14 @@ def test_errors(tmp_path, shared):
         TFTokenizer(bogus)
     with pytest.raises(ValueError, match=r"\[CLS\]"):
         TFTokenizer(shared("data", "spm", "sentencepiece_test_model.model"))
+
+
+def test_matches_python_on_unicode_edge_cases(tf_tokenizer, shared):
+    # Beyond the reference: whitespace outside ASCII, compatibility forms, case edge cases, empty input.
+    from albert_tf.tokenization import FullTokenizer
+
+    python = FullTokenizer(spm_model_file=shared("data", "spm", "30k-clean.model"))
+    texts = ["a ¨b ¨", "ﬁne ﬂow", "İstanbul", "ΣΑΣ ΟΔΟΣ", "x\u0301y", "\u3000full\u2003width ", "½ ², 3²,",
+             "Ⅻ, ①,", "٣,٤", "1,000,\u00a0", "\x1cA\x1fB\x85C", "", "   ", "ǅemal", "ẞtraße", "ﬀ1,"]
+    got = tf_tokenizer.tokenize(tf.constant(texts)).to_list()
+    assert got == [python.tokenize_to_ids(t) for t in texts]
