@@ -5,8 +5,8 @@ plus: --num_workers (parallel, same output whatever the count),
 --num_output_shards, --skip_invalid_lines, --block_size_mb (memory bound).
 Input: one sentence per line, blank lines between documents.
 
-  python create_pretraining_data.py --input_file=corpus/*.txt \
-    --output_file=out/train.tfrecord --spm_model_file=30k-clean.model \
+  python create_pretraining_data.py --input_file=corpus/*.txt
+    --output_file=out/train.tfrecord --spm_model_file=30k-clean.model
     --max_seq_length=128 --dupe_factor=5 --num_workers=4
 """
 import os
@@ -61,8 +61,15 @@ flags.DEFINE_float("block_size_mb", 2.0,
                    "corpus. Part of the output's identity (like --random_seed).")
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # respects CPU pinning / container limits
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def config_from_flags() -> PipelineConfig:
-    num_workers = FLAGS.num_workers if FLAGS.num_workers > 0 else (os.cpu_count() or 1)
+    num_workers = FLAGS.num_workers if FLAGS.num_workers > 0 else _usable_cpus()
     options = InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
