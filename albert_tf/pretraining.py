@@ -1,0 +1,107 @@
+"""The pretraining task: MLM + sentence-order losses and metrics as the original
+`run_pretraining.py` computes them, and its input pipeline, for the shared loop."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data import pretraining_features
+from albert_tf.modeling.models import AlbertPretrainer
+from albert_tf.training import Task, make_tfrecord_dataset
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss")
+
+
+def pretraining_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf.Tensor]):
+    """(loss, metrics) for one batch.
+
+    MLM loss = sum(w * nll) / (sum(w) + 1e-5) over the batch's masked positions,
+    SOP loss = mean cross-entropy; total = MLM + SOP (the original's arithmetic).
+    Under several replicas or micro-batches the loop averages these per-batch
+    losses, as the original's TPU cores did; it equals one big batch whenever
+    every example has the same number of predictions (max_predictions_per_seq is
+    reached, i.e. almost always at the recipe's sequence lengths).
+    Metrics are (numerator, denominator) pairs so eval sums are exact.
+    """
+    mlm_log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32), axis=-1)
+    labels = tf.cast(features["masked_lm_ids"], tf.int32)
+    weights = tf.cast(features["masked_lm_weights"], tf.float32)
+    mlm_nll = -tf.reduce_sum(mlm_log_probs * tf.one_hot(labels, tf.shape(mlm_log_probs)[-1]), axis=-1)
+    weight_sum = tf.reduce_sum(weights)
+    mlm_loss = tf.reduce_sum(weights * mlm_nll) / (weight_sum + 1e-5)
+    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_log_probs, -1, output_type=tf.int32), labels), tf.float32)
+
+    sop_log_probs = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32), axis=-1)
+    sop_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+    sop_nll = -tf.reduce_sum(sop_log_probs * tf.one_hot(sop_labels, 2), axis=-1)
+    sop_loss = tf.reduce_mean(sop_nll)
+    sop_correct = tf.cast(tf.equal(tf.argmax(sop_log_probs, -1, output_type=tf.int32), sop_labels), tf.float32)
+    count = tf.cast(tf.size(sop_labels), tf.float32)
+
+    metrics = {
+        "masked_lm_accuracy": (tf.reduce_sum(weights * mlm_correct), weight_sum),
+        "masked_lm_loss": (tf.reduce_sum(weights * mlm_nll), weight_sum),
+        "sentence_order_accuracy": (tf.reduce_sum(sop_correct), count),
+        "sentence_order_loss": (tf.reduce_sum(sop_nll), count),
+    }
+    return mlm_loss + sop_loss, metrics
+
+
+def pretraining_task(
+    config: AlbertConfig,
+    input_file: str | None,
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    train_batch_size: int,
+    eval_batch_size: int,
+    seed: int,
+    init_checkpoint: str | None = None,
+    init_from_group0: bool = False,
+    use_one_hot_embeddings: bool = False,
+    drop_remainder: bool = True,
+) -> Task:
+    """The Task the shared Trainer runs for `run_pretraining.py`."""
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                         f"({config.max_position_embeddings}) of the ALBERT config")
+
+    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq)
+
+    def dataset_fn(global_batch: int, is_training: bool):
+        def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            return make_tfrecord_dataset(
+                input_file, parse, context.get_per_replica_batch_size(global_batch), is_training,
+                input_context=context, seed=seed, drop_remainder=drop_remainder or is_training)
+        return make
+
+    def loss_fn(model, features, training):
+        outputs = model({name: features[name] for name in MODEL_INPUTS}, training=training)
+        return pretraining_loss(outputs, features)
+
+    def init_fn(model) -> None:
+        from absl import logging
+
+        from albert_tf.checkpoints import load_checkpoint
+
+        # A TF-Hub module has no sentence-order head: start that head fresh, as the original did.
+        report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True,
+                                 init_from_group0=init_from_group0)
+        logging.info("init_checkpoint: %s", report.summary())
+
+    return Task(
+        build_model=lambda: AlbertPretrainer(config, use_one_hot_embeddings=use_one_hot_embeddings),
+        loss_fn=loss_fn,
+        train_dataset_fn=dataset_fn(train_batch_size, True) if input_file else None,
+        eval_dataset_fn=dataset_fn(eval_batch_size, False) if input_file else None,
+        init_fn=init_fn if init_checkpoint else None,
+    )
+
+
+def eval_summary(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The original's eval_results.txt keys (plus loss and global_step)."""
+    keys = ("global_step", "loss", *EVAL_METRICS)
+    return {key: results[key] for key in keys if key in results}
