@@ -159,17 +159,16 @@ def make_tf_config(worker_addresses: list[str], index: int) -> str:
 
 # ---- flags shared by run_pretraining.py, run_classifier.py and run_squad.py ----
 
-def define_flags() -> None:
-    """Defines the distribution/precision/TPU flags once (skips any already defined)."""
-    defined = flags.FLAGS
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines the distribution/precision/TPU flags (skips any the driver already defined)."""
 
     def define(kind, name, default, help_text, enum_values=None):
-        if name in defined:
+        if name in flag_values:
             return
         if kind == "enum":
-            flags.DEFINE_enum(name, default, enum_values, help_text)
+            flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
         else:
-            getattr(flags, f"DEFINE_{kind}")(name, default, help_text)
+            getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
 
     define("enum", "distribution_strategy", "one_device", "How to spread training over devices.",
            enum_values=list(STRATEGIES))

@@ -164,6 +164,11 @@ def _format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+def _scalar(value) -> tf.Tensor:
+    """A float32 scalar (losses and metrics must be scalars; this also fixes unknown shapes)."""
+    return tf.reshape(tf.cast(value, tf.float32), [])
+
+
 def _split_loss_output(output) -> tuple[tf.Tensor, Mapping[str, MetricValue]]:
     if isinstance(output, (tuple, list)) and len(output) == 2 and isinstance(output[1], Mapping):
         return output[0], output[1]
@@ -253,9 +258,9 @@ class Trainer:
                 raise KeyError(f"loss_fn returned no metric {name!r} in this call (it did on the first)")
             value = metrics[name]
             if is_pair:
-                parts[name] = (tf.cast(value[0], tf.float32), tf.cast(value[1], tf.float32))
+                parts[name] = (_scalar(value[0]), _scalar(value[1]))
             else:
-                parts[name] = (tf.cast(value, tf.float32), tf.constant(1.0))
+                parts[name] = (_scalar(value), tf.constant(1.0))
         return parts
 
     def _zero_metric_parts(self) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
@@ -267,7 +272,7 @@ class Trainer:
         with tf.GradientTape() as tape:
             with dropout_seed_scope(step_seed(self.config.seed, step, micro_step, replica_id)):
                 loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, True))
-            loss = tf.cast(loss, tf.float32)
+            loss = _scalar(loss)
             scaled = self._loss_scale.get_scaled_loss(loss) if self._loss_scale else loss
         grads = tape.gradient(scaled, variables)
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
@@ -587,7 +592,12 @@ class Trainer:
 
         def replica_eval(features):
             loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, False))
-            return {"loss": (tf.cast(loss, tf.float32), tf.constant(1.0)), **self._metric_parts(metrics)}
+            # Scalars are batch means: weight each batch by its size, so that the result is a
+            # mean over examples whatever the batching, sharding or final partial batch.
+            size = tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32)
+            parts = {"loss": (_scalar(loss), tf.constant(1.0)), **self._metric_parts(metrics)}
+            return {name: (num * size, den * size) if name == "loss" or not self._metric_kinds[name]
+                    else (num, den) for name, (num, den) in parts.items()}
 
         @tf.function
         def on_replicas(features):
@@ -609,7 +619,8 @@ class Trainer:
         one batch per replica).  With ``checkpoint_path``, evaluates that checkpoint's weights.
 
         Pair metrics are sum(numerators) / sum(denominators) over every example seen;
-        scalar metrics and ``loss`` are means over batches.  Adds ``global_step``.
+        ``loss`` and scalar metrics (batch means) are averaged with each batch weighted by its
+        size, i.e. over examples.  Adds ``global_step``.
         """
         dataset_fn = dataset_fn or self.task.eval_dataset_fn
         if dataset_fn is None:

@@ -90,6 +90,7 @@ def make_task(input_file: str, train_batch_size: int, eval_batch_size: int = 5, 
             step = hooks["trainer"].global_step.read_value()
 
             def pause(step_value):
+                print(f"STEP {int(step_value) + 1}", file=sys.stderr, flush=True)
                 if "hang_at_step" in hooks and int(step_value) >= hooks["hang_at_step"]:
                     print(f"HANGING at step {int(step_value)}", file=sys.stderr, flush=True)
                     time.sleep(3600)
@@ -124,16 +125,39 @@ def weights_by_name(model) -> dict[str, np.ndarray]:
     return {v.name: v.numpy() for v in model.variables}
 
 
+# The loop settings of a toy run; flags of the same names override them.
+DEFAULTS = dict(num_train_steps=12, train_batch_size=8, steps_per_loop=1000, save_checkpoints_steps=4,
+                keep_checkpoint_max=5, log_steps=100, gradient_accumulation_steps=1, enable_xla=False,
+                seed=12345, dropout=0.1, learning_rate=0.05, optimizer="lamb")
+
+
+def make_trainer(strategy, input_file: str, output_dir: str, eval_file: str | None = None,
+                 hooks: dict | None = None, **options):
+    """The Trainer of a toy run (the same in-process and in the subprocess driver)."""
+    from albert_tf.training import TrainConfig, Trainer, create_optimizer
+
+    o = {**DEFAULTS, **options}
+    hooks = {} if hooks is None else hooks
+    task = make_task(input_file, o["train_batch_size"], dropout=o["dropout"], hooks=hooks, eval_file=eval_file)
+    config = TrainConfig(
+        output_dir=output_dir, num_train_steps=o["num_train_steps"], train_batch_size=o["train_batch_size"],
+        steps_per_loop=o["steps_per_loop"], save_checkpoints_steps=o["save_checkpoints_steps"],
+        keep_checkpoint_max=o["keep_checkpoint_max"], log_steps=o["log_steps"],
+        gradient_accumulation_steps=o["gradient_accumulation_steps"], enable_xla=o["enable_xla"],
+        seed=o["seed"])
+    trainer = Trainer(
+        task, strategy,
+        lambda: create_optimizer(o["learning_rate"], o["num_train_steps"], 2, optimizer=o["optimizer"]),
+        config)
+    hooks["trainer"] = trainer
+    return trainer
+
+
 def main(argv):
     del argv
     from absl import flags
 
-    from albert_tf.training import (
-        TrainConfig,
-        Trainer,
-        create_optimizer,
-        strategy_from_flags,
-    )
+    from albert_tf.training import strategy_from_flags
 
     f = flags.FLAGS
     strategy = strategy_from_flags(f)
@@ -143,16 +167,8 @@ def main(argv):
             hooks[name] = getattr(f, name)
     if f.slow_step_seconds:
         hooks["slow_step_seconds"] = f.slow_step_seconds
-    task = make_task(f.input_file, f.train_batch_size, dropout=f.dropout, hooks=hooks)
-    config = TrainConfig(
-        output_dir=f.output_dir, num_train_steps=f.num_train_steps, train_batch_size=f.train_batch_size,
-        steps_per_loop=f.steps_per_loop, save_checkpoints_steps=f.save_checkpoints_steps,
-        keep_checkpoint_max=f.keep_checkpoint_max, log_steps=f.log_steps,
-        gradient_accumulation_steps=f.gradient_accumulation_steps, enable_xla=f.enable_xla, seed=f.seed)
-    trainer = Trainer(task, strategy,
-                      lambda: create_optimizer(f.learning_rate, f.num_train_steps, 2, optimizer=f.optimizer),
-                      config)
-    hooks["trainer"] = trainer
+    trainer = make_trainer(strategy, f.input_file, f.output_dir, eval_file=f.eval_file, hooks=hooks,
+                           **{name: getattr(f, name) for name in DEFAULTS})
     result = trainer.train()
     if f.dump:
         results = trainer.evaluate() if f.eval_at_end else {}
@@ -173,18 +189,16 @@ if __name__ == "__main__":
     define_flags()
     flags.DEFINE_string("input_file", None, "TFRecords.")
     flags.DEFINE_string("output_dir", None, "Checkpoints.")
-    flags.DEFINE_integer("num_train_steps", 12, "")
-    flags.DEFINE_integer("train_batch_size", 8, "")
-    flags.DEFINE_integer("steps_per_loop", 1000, "")
-    flags.DEFINE_integer("save_checkpoints_steps", 4, "")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "")
-    flags.DEFINE_float("dropout", 0.1, "")
-    flags.DEFINE_float("learning_rate", 0.05, "")
-    flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "")
+    for _name, _default in DEFAULTS.items():
+        if _name in flags.FLAGS:
+            continue  # defined by define_flags()
+        _kind = {bool: "bool", int: "integer", float: "float", str: "string"}[type(_default)]
+        getattr(flags, f"DEFINE_{_kind}")(_name, _default, "See DEFAULTS.")
     flags.DEFINE_integer("hang_at_step", None, "")
     flags.DEFINE_integer("nan_at_step", None, "")
     flags.DEFINE_float("slow_step_seconds", 0.0, "")
     flags.DEFINE_string("dump", None, "Write final weights (npz) and logs (json) here.")
     flags.DEFINE_bool("eval_at_end", False, "")
+    flags.DEFINE_string("eval_file", None, "TFRecords for --eval_at_end (default: --input_file).")
     flags.mark_flags_as_required(["input_file", "output_dir"])
     app.run(main)

@@ -1,0 +1,42 @@
+"""A run preempted by SIGTERM, resumed, killed by SIGKILL and resumed again ends with the
+uninterrupted run's weights.
+
+The toy model has dropout (StatelessDropout, applied twice) and shuffled input, so an
+exact match needs the optimizer slots, the step, the input position and the dropout
+masks all to resume.
+"""
+import numpy as np
+import tensorflow as tf
+
+
+def test_preempted_then_killed_run_resumes_to_the_uninterrupted_weights(
+        toy_process, tmp_path, reference_dropout, same_weights):
+    out = tmp_path / "run"
+
+    # 1. SIGTERM in the middle of a host call (no save boundary before step 100): the loop
+    #    stops after the current step, writes a checkpoint and exits 0.
+    first = toy_process(out, "--slow_step_seconds=0.2", "--save_checkpoints_steps=100", name="preempted")
+    first.wait_for("STEP 2")
+    first.proc.terminate()
+    assert first.wait() == 0, first.log()
+    latest = tf.train.latest_checkpoint(str(out))
+    assert latest is not None, first.log()
+    stopped_at = int(latest.rsplit("-", 1)[1])
+    assert 2 <= stopped_at < 8, first.log()
+    assert f"Stopped by SIGTERM at step {stopped_at}; checkpoint {latest} written" in first.log()
+
+    # 2. Rerun: resumes there, writes model.ckpt-8, then blocks inside step 9 and is SIGKILLed.
+    second = toy_process(out, "--hang_at_step=8", name="killed")
+    second.wait_for("HANGING at step 8")
+    assert f"Resumed from {latest} at step {stopped_at}" in second.log()
+    second.proc.kill()
+    assert second.wait() == -9
+    assert tf.train.latest_checkpoint(str(out)) == str(out / "model.ckpt-8")
+
+    # 3. Rerun again: resumes from step 8 and finishes.
+    third = toy_process(out, f"--dump={tmp_path / 'resumed.npz'}", name="rerun")
+    assert third.wait() == 0, third.log()
+    assert f"Resumed from {out / 'model.ckpt-8'} at step 8" in third.log()
+    resumed = dict(np.load(tmp_path / "resumed.npz"))
+    assert int(resumed.pop("__global_step__")) == 12
+    same_weights(resumed, reference_dropout["weights"], atol=1e-6)
