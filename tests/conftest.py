@@ -20,6 +20,6 @@ def shared_file(*parts: str) -> pathlib.Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared():
     return shared_file
