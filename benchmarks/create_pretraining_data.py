@@ -15,31 +15,17 @@ that with 2 workers.
 import argparse
 import json
 import os
-import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 
+from albert_tf.data.books import book_as_sentences
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ALBERT_TF_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
 ORIGINAL_RATE = 310.0
-
-
-def book_as_sentences(path: str) -> str:
-    """Gutenberg text (BOM, header, hard wraps) -> one sentence per line, chapters as documents."""
-    with open(path, encoding="utf-8-sig") as f:
-        lines = f.read().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("*** START OF"))
-    end = next(i for i, line in enumerate(lines) if line.startswith("*** END OF"))
-    text = " ".join(line.strip() for line in lines[start + 1 : end])
-    documents = []
-    for chapter in re.split(r"\s*CHAPTER [IVX]+\.?\s*", text):
-        sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z\"'])", chapter) if s.strip()]
-        if sentences:
-            documents.append("\n".join(sentences))
-    return "\n\n".join(documents) + "\n\n"
 
 
 def _children_map():

@@ -28,11 +28,16 @@ def book_documents(text: str) -> list[list[str]]:
     return documents
 
 
-def write_book_as_sentences(src: str | os.PathLike, dst: str | os.PathLike, copies: int = 1) -> str:
-    """Writes `src` in the one-sentence-per-line format to `dst`, `copies` times over."""
+def book_as_sentences(src: str | os.PathLike) -> str:
+    """The book at `src` in the one-sentence-per-line format (ends with a blank line)."""
     with open(src, encoding="utf-8-sig") as f:
         documents = book_documents(f.read())
-    block = "\n\n".join("\n".join(doc) for doc in documents) + "\n\n"
+    return "\n\n".join("\n".join(doc) for doc in documents) + "\n\n"
+
+
+def write_book_as_sentences(src: str | os.PathLike, dst: str | os.PathLike, copies: int = 1) -> str:
+    """Writes `src` in the one-sentence-per-line format to `dst`, `copies` times over."""
+    block = book_as_sentences(src)
     tmp = f"{dst}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         for _ in range(copies):

@@ -1,10 +1,11 @@
 """Fixtures for the pretraining-data tests: botchan.txt prepared as one sentence per line,
 and one pipeline run whose records and summary several tests inspect."""
-import re
+import pathlib
 
 import numpy as np
 import pytest
 
+from albert_tf.data.books import write_book_as_sentences
 from albert_tf.data.pretraining_instances import InstanceOptions
 from albert_tf.data.pretraining_pipeline import PipelineConfig, create_pretraining_data
 
@@ -12,22 +13,6 @@ _CACHE = {}
 
 SEQ_LENGTH = 64
 MAX_PREDICTIONS = 10
-
-
-def prepare_botchan(src, dst, copies=1):
-    """botchan.txt is hard-wrapped, has a BOM and Project Gutenberg header/footer: keep the
-    book text, one document per chapter, one sentence per line, blank line between documents."""
-    lines = src.read_text(encoding="utf-8-sig").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("*** START OF"))
-    end = next(i for i, line in enumerate(lines) if line.startswith("*** END OF"))
-    text = " ".join(line.strip() for line in lines[start + 1 : end])
-    documents = []
-    for chapter in re.split(r"\s*CHAPTER [IVX]+\.?\s*", text):
-        sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z\"'])", chapter) if s.strip()]
-        if sentences:
-            documents.append("\n".join(sentences))
-    dst.write_text(("\n\n".join(documents) + "\n\n") * copies, encoding="utf-8")
-    return dst
 
 
 @pytest.fixture
@@ -39,7 +24,8 @@ def spm_model(shared):
 def botchan_corpus(shared, tmp_path_factory):
     if "corpus" not in _CACHE:
         folder = tmp_path_factory.mktemp("corpus")
-        _CACHE["corpus"] = prepare_botchan(shared("data", "corpus", "botchan.txt"), folder / "botchan_sentences.txt")
+        _CACHE["corpus"] = pathlib.Path(write_book_as_sentences(
+            shared("data", "corpus", "botchan.txt"), folder / "botchan_sentences.txt"))
     return _CACHE["corpus"]
 
 

@@ -1,0 +1,116 @@
+"""Hub-style SavedModel export: the original TF-Hub module's signatures, in TF2.
+
+Signatures (all batch-first, int32 ids):
+- `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
+- `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs)
+- `sop`: input_ids, input_mask, segment_ids -> sop_log_probs [B,2] (log-probabilities)
+- `tokenization_info`: () -> spm_model_file (or vocab_file) asset path, do_lower_case
+- `serving_default`: text (tf.string [N]) -> tokenized in-graph as `[CLS] text [SEP]`
+  up to max_seq_length, then the `tokens` outputs plus the input_ids/input_mask used.
+
+Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
+in the graph). The tokenizer model is stored as an asset of the SavedModel.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import tensorflow as tf
+
+from albert_tf.glue.export import pack_token_ids
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
+    return tf.TensorSpec([None, width], tf.int32, name=name)
+
+
+class HubModule(tf.Module):
+    """What export_model.py saves: the pretrainer's variables, the tokenizer and
+    the signature functions."""
+
+    def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int):
+        super().__init__(name="albert_hub_module")
+        # Call the Keras model without tracking it (tracking would serialize Keras'
+        # own layer traces too); its variables are tracked directly.
+        object.__setattr__(self, "_model", pretrainer)
+        self.model_variables = list(pretrainer.variables)
+        self.tokenizer = tokenizer
+        self.tokenizer_asset = tf.saved_model.Asset(tokenizer_file)
+        self.do_lower_case = tf.constant(bool(do_lower_case))
+        self.max_seq_length = max_seq_length
+
+    def _encode(self, inputs):
+        out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=False)
+        return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
+
+    def tokens(self, input_ids, input_mask, segment_ids):
+        return self._encode({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+
+    def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
+        out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+                           "masked_lm_positions": mlm_positions}, training=False)
+        return {"mlm_logits": out["mlm_logits"], "sequence_output": out["sequence_output"],
+                "pooled_output": out["pooled_output"]}
+
+    def sop(self, input_ids, input_mask, segment_ids):
+        encoded = self._model.encoder({"input_ids": input_ids, "input_mask": input_mask,
+                                       "segment_ids": segment_ids}, training=False)
+        logits = self._model.sentence_order(encoded["pooled_output"])
+        return {"sop_log_probs": tf.nn.log_softmax(logits, axis=-1)}
+
+    def tokenization_info(self):
+        return {"vocab_file": self.tokenizer_asset.asset_path, "do_lower_case": self.do_lower_case}
+
+    def serve_text(self, text):
+        inputs = pack_token_ids(self.tokenizer.tokenize(text), None, self.max_seq_length,
+                                self.tokenizer.cls_id, self.tokenizer.sep_id)
+        outputs = self._encode(inputs)
+        outputs.update(input_ids=inputs["input_ids"], input_mask=inputs["input_mask"])
+        return outputs
+
+    def signatures(self) -> dict:
+        ids = [_int_spec(n) for n in ENCODER_INPUTS]
+        return {
+            "tokens": tf.function(self.tokens, input_signature=ids).get_concrete_function(),
+            "mlm": tf.function(self.mlm, input_signature=ids + [_int_spec("mlm_positions")]).get_concrete_function(),
+            "sop": tf.function(self.sop, input_signature=ids).get_concrete_function(),
+            "tokenization_info": tf.function(self.tokenization_info, input_signature=[]).get_concrete_function(),
+            "serving_default": tf.function(
+                self.serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="text")]
+            ).get_concrete_function(),
+        }
+
+
+def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None = None,
+                      vocab_file: str | None = None, do_lower_case: bool = True,
+                      max_seq_length: int = 128) -> str:
+    """Writes the SavedModel to `export_path` (via a temporary folder, then a rename)."""
+    if bool(spm_model_file) == bool(vocab_file):
+        raise ValueError("give exactly one of spm_model_file (SentencePiece) or vocab_file (WordPiece)")
+    if vocab_file:
+        from albert_tf.tokenization.tf_wordpiece import TFWordPieceTokenizer
+
+        tokenizer, tokenizer_file = TFWordPieceTokenizer(vocab_file, do_lower_case), vocab_file
+    else:
+        from albert_tf.tokenization import TFTokenizer
+
+        tokenizer, tokenizer_file = TFTokenizer(spm_model_file, do_lower_case), spm_model_file
+    if max_seq_length > pretrainer.config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                         f"({pretrainer.config.max_position_embeddings})")
+    if tokenizer.vocab_size != pretrainer.config.vocab_size:
+        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} pieces but the ALBERT config's "
+                         f"vocab_size is {pretrainer.config.vocab_size}: wrong tokenizer file for this model?")
+    module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length)
+    tmp = export_path.rstrip("/") + ".tmp-export"
+    if tf.io.gfile.exists(tmp):
+        tf.io.gfile.rmtree(tmp)
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    if tf.io.gfile.exists(export_path):
+        shutil.rmtree(export_path)
+    os.replace(tmp, export_path)
+    return export_path

@@ -1,0 +1,99 @@
+"""export_model.py: every signature, reloaded in a fresh process, matches the Keras model."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.checkpoints import save_tf1_checkpoint
+from albert_tf.tokenization import FullTokenizer
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SENTENCES = ["The quick brown fox, version 3.0, jumps.", "Hello world!"]
+SEQ = 16
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, shared):
+    spm = str(shared("data", "spm", "30k-clean.model"))
+    folder = tmp_path_factory.mktemp("export")
+    config = AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_hidden_groups=2, num_attention_heads=4, intermediate_size=64,
+                          max_position_embeddings=32)
+    config.to_json_file(str(folder / "albert_config.json"))
+    model = AlbertPretrainer(config)
+    model(model.dummy_inputs())
+    save_tf1_checkpoint(model, str(folder / "google" / "model.ckpt"))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
+                           f"--albert_config_file={folder / 'albert_config.json'}",
+                           f"--checkpoint={folder / 'google' / 'model.ckpt'}", f"--spm_model_file={spm}",
+                           f"--export_path={folder / 'saved'}", f"--max_seq_length={SEQ}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, model, spm
+
+
+def _reference(model, spm):
+    tokenizer = FullTokenizer(spm_model_file=spm, do_lower_case=True)
+    ids = np.zeros([2, SEQ], np.int32)
+    for row, text in enumerate(SENTENCES):
+        pieces = tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text), "[SEP]"])
+        ids[row, :len(pieces)] = pieces
+    inputs = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids),
+              "masked_lm_positions": np.array([[1, 2, 3], [1, 2, 0]], np.int32)}
+    out = model(inputs)
+    sop = out["sop_logits"].numpy()
+    sop = sop - np.log(np.exp(sop).sum(-1, keepdims=True))
+    return inputs, {"sequence_output": out["sequence_output"].numpy(), "pooled_output": out["pooled_output"].numpy(),
+                    "mlm_logits": out["mlm_logits"].numpy(), "sop_log_probs": sop}
+
+
+def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
+    folder, model, spm = exported
+    inputs, want = _reference(model, spm)
+    np.savez(tmp_path / "io.npz", **inputs, **{"want_" + k: v for k, v in want.items()})
+    script = textwrap.dedent(f"""
+        import json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        loaded = tf.saved_model.load({str(folder / 'saved')!r})
+        sigs = loaded.signatures
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        worst = {{}}
+        def diff(name, got):
+            worst[name] = float(np.abs(got.numpy() - io["want_" + name]).max())
+        out = sigs["tokens"](**ids)
+        diff("sequence_output", out["sequence_output"]); diff("pooled_output", out["pooled_output"])
+        diff("mlm_logits", sigs["mlm"](**ids, mlm_positions=tf.constant(io["masked_lm_positions"]))["mlm_logits"])
+        diff("sop_log_probs", sigs["sop"](**ids)["sop_log_probs"])
+        text = sigs["serving_default"](text=tf.constant({SENTENCES!r}))
+        worst["text_ids_equal"] = bool((text["input_ids"].numpy() == io["input_ids"]).all())
+        diff("sequence_output", text["sequence_output"])
+        info = sigs["tokenization_info"]()
+        worst["asset"] = info["vocab_file"].numpy().decode()
+        worst["lower"] = bool(info["do_lower_case"].numpy())
+        print(json.dumps(worst))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_log_probs"):
+        assert result[key] <= 1e-5, (key, result[key])
+    assert result["text_ids_equal"]
+    assert result["asset"].endswith("30k-clean.model") and os.path.exists(result["asset"])
+    assert result["lower"] is True
+
+
+def test_export_refuses_wrong_tokenizer(exported, tmp_path, shared):
+    folder, _, _ = exported
+    small = str(shared("data", "spm", "sentencepiece_test_model.model"))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
+                           f"--albert_config_file={folder / 'albert_config.json'}",
+                           f"--checkpoint={folder / 'google'}", f"--spm_model_file={small}",
+                           f"--export_path={tmp_path / 'bad'}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert "error:" in done.stderr
+    assert not (tmp_path / "bad").exists()
