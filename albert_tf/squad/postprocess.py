@@ -92,12 +92,20 @@ def _top_indexes(scores: np.ndarray, n: int) -> np.ndarray:
 
 def v1_candidates(meta: FeatureMeta, result: RawResultV1, n_best_size: int,
                   max_answer_length: int) -> list[Candidate]:
+    # Vectorised over the n × n grid (the rules of _valid); row-major order as the original.
+    starts = _top_indexes(result.start_logits, n_best_size)
+    ends = _top_indexes(result.end_logits, n_best_size)
+    s = starts[:, None] - meta.doc_offset
+    e = ends[None, :] - meta.doc_offset
+    n = len(meta.tok_start_to_orig_index)
+    max_context = np.asarray(meta.token_is_max_context, bool)
+    ok = (s >= 0) & (s < n) & (e >= 0) & (e < n) & (e >= s) & (e - s + 1 <= max_answer_length)
+    ok &= max_context[np.clip(s, 0, n - 1)]
     out = []
-    for start in _top_indexes(result.start_logits, n_best_size):
-        for end in _top_indexes(result.end_logits, n_best_size):
-            if _valid(meta, int(start), int(end), max_answer_length):
-                out.append(Candidate(meta, int(start) - meta.doc_offset, int(end) - meta.doc_offset,
-                                     float(result.start_logits[start]), float(result.end_logits[end])))
+    for i, j in zip(*np.nonzero(ok)):
+        start, end = int(starts[i]), int(ends[j])
+        out.append(Candidate(meta, start - meta.doc_offset, end - meta.doc_offset,
+                             float(result.start_logits[start]), float(result.end_logits[end])))
     return out
 
 

@@ -1,0 +1,206 @@
+"""SQuAD fine-tuning and prediction on top of the shared training loop.
+
+``run_squad.py`` parses flags and calls ``train`` and ``predict`` here:
+
+- ``train``: cached training features -> ``albert_tf.training.Trainer`` (resume,
+  checkpoints, distribution, precision, XLA are the loop's) with the original's
+  step count ``int(num_examples / train_batch_size * num_train_epochs)`` and
+  AdamW on the warmup + linear-decay schedule.
+- ``predict``: cached prediction features -> one pass of the model over every
+  feature -> ``postprocess`` -> predictions.json, nbest_predictions.json,
+  null_odds.json (2.0) and, when the file has gold answers, eval_results.txt.
+  It runs once and returns: nothing waits for new checkpoints.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.keras import keras
+from albert_tf.squad import data, heads, postprocess, records
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+
+@dataclasses.dataclass
+class SquadSettings:
+    """Everything besides the model config that shapes features, model and answers."""
+
+    spm_model_file: str
+    version_2: bool = False
+    do_lower_case: bool = True
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    start_n_top: int = 5
+    end_n_top: int = 5
+    dropout_prob: float = 0.1
+    null_score_diff_threshold: float = 0.0
+
+
+def new_model(config: AlbertConfig, s: SquadSettings) -> keras.Model:
+    if s.version_2:
+        return heads.SquadV2Model(config, s.start_n_top, s.end_n_top, s.dropout_prob)
+    return heads.SquadV1Model(config)
+
+
+def loss_fn(version_2: bool) -> Callable:
+    """The Task's loss: the original's batch mean (no extra metrics)."""
+    def compute(model, features, training):
+        outputs = model(features, training=training)
+        return heads.squad_loss(outputs, features, version_2), {}
+    return compute
+
+
+def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
+    """The original's count (examples, not windows), at least 1."""
+    return max(1, int(num_examples / train_batch_size * num_train_epochs))
+
+
+def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
+          train_file: str, train_feature_file: str, output_dir: str, *,
+          train_batch_size: int = 32, learning_rate: float = 5e-5, num_train_epochs: float = 3.0,
+          warmup_proportion: float = 0.1, optimizer: str = "adamw",
+          init_checkpoint: str | None = None, train_config_overrides: dict | None = None):
+    """Fine-tunes; returns the Trainer (its ``.model`` holds the final weights)."""
+    from albert_tf.checkpoints import load_checkpoint
+    from albert_tf.training import (Task, TrainConfig, Trainer, create_optimizer,
+                                    make_tfrecord_dataset)
+
+    cached = records.build_or_load(
+        train_file, train_feature_file, s.spm_model_file, s.max_seq_length, s.doc_stride,
+        s.max_query_length, is_training=True, do_lower_case=s.do_lower_case)
+    steps = num_train_steps(cached.num_examples, train_batch_size, num_train_epochs)
+    warmup = int(steps * warmup_proportion)
+    overrides = dict(train_config_overrides or {})
+    seed = overrides.get("seed", 12345)
+    logging.info("SQuAD training: %d examples, %d features, batch %d, %d steps (%d warmup)",
+                 cached.num_examples, cached.num_features, train_batch_size, steps, warmup)
+
+    def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return make_tfrecord_dataset(
+            cached.record_file,
+            lambda r: records.decode_record(r, s.max_seq_length, True),
+            ctx.get_per_replica_batch_size(train_batch_size), is_training=True,
+            input_context=ctx, seed=seed, shuffle_buffer_size=100, shard_mode="records")
+
+    def init_fn(model):
+        if init_checkpoint:
+            report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True)
+            logging.info("init_checkpoint: %s", report.summary())
+
+    task = Task(build_model=lambda: new_model(config, s), loss_fn=loss_fn(s.version_2),
+                train_dataset_fn=dataset_fn, init_fn=init_fn)
+    train_config = TrainConfig(output_dir=output_dir, num_train_steps=steps,
+                               train_batch_size=train_batch_size, **overrides)
+    trainer = Trainer(
+        task, strategy,
+        lambda: create_optimizer(learning_rate, steps, warmup, optimizer=optimizer),
+        train_config)
+    trainer.train()
+    return trainer
+
+
+def predict_weights_source(output_dir: str, init_checkpoint: str | None) -> str:
+    """Which checkpoint a predict-only run uses: the latest one in ``output_dir``
+    (what fine-tuning wrote), else ``init_checkpoint``."""
+    latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+    if latest:
+        return latest
+    if init_checkpoint:
+        return init_checkpoint
+    raise ValueError(f"--do_predict without --do_train needs a fine-tuned checkpoint: none in "
+                     f"--output_dir={output_dir} and no --init_checkpoint given")
+
+
+def load_for_prediction(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
+                        checkpoint: str) -> keras.Model:
+    from albert_tf.checkpoints import load_checkpoint
+    from albert_tf.checkpoints.loading import CheckpointError
+
+    with strategy.scope():
+        model = new_model(config, s)
+        model(model.dummy_inputs(seq_length=max(8, s.start_n_top, s.end_n_top)))
+    try:
+        report = load_checkpoint(model, checkpoint)
+    except CheckpointError as e:
+        raise CheckpointError(
+            f"{e}\n(prediction needs the SQuAD head: give a checkpoint fine-tuned with "
+            f"{'--version_2_with_negative' if s.version_2 else 'the 1.1 head'}, or --do_train)") from None
+    logging.info("Predicting with %s", report.summary())
+    return model
+
+
+def run_model(model: keras.Model, cached: records.CachedFeatures, batch_size: int,
+              version_2: bool) -> dict[int, object]:
+    """The model's raw outputs for every prediction feature, by unique id."""
+    dataset = records.make_dataset(cached, batch_size)
+    spec = {k: v for k, v in dataset.element_spec.items() if k != "unique_ids"}
+
+    @tf.function(input_signature=[spec])  # one trace, whatever the last batch's size
+    def step(features):
+        return model(features, training=False)
+
+    results: dict[int, object] = {}
+    for batch in dataset:
+        unique_ids = batch.pop("unique_ids").numpy()
+        out = {k: v.numpy() for k, v in step(batch).items()}
+        for i, uid in enumerate(unique_ids):
+            uid = int(uid)
+            if version_2:
+                results[uid] = postprocess.RawResultV2(
+                    uid, out["start_top_log_probs"][i], out["start_top_index"][i],
+                    out["end_top_log_probs"][i], out["end_top_index"][i], float(out["cls_logits"][i]))
+            else:
+                results[uid] = postprocess.RawResultV1(
+                    uid, out["start_logits"][i].astype(np.float64), out["end_logits"][i].astype(np.float64))
+    if len(results) != cached.num_features:
+        raise RuntimeError(f"model produced {len(results)} outputs for {cached.num_features} features")
+    return results
+
+
+def has_gold_answers(dataset: dict) -> bool:
+    """True when the file can be scored: every question has answers or is marked impossible."""
+    return all(qa.get("answers") or qa.get("is_impossible")
+               for _, _, qa in data.iter_questions(dataset, "<predict_file>"))
+
+
+def predict(model: keras.Model, s: SquadSettings, predict_file: str, predict_feature_file: str,
+            output_dir: str, predict_batch_size: int = 8, predict_feature_left_file: str | None = None,
+            write_files: bool = True) -> tuple[postprocess.SquadPredictions, dict | None]:
+    """Answers every question of ``predict_file``; returns (predictions, metrics or None)."""
+    cached = records.build_or_load(
+        predict_file, predict_feature_file, s.spm_model_file, s.max_seq_length, s.doc_stride,
+        s.max_query_length, is_training=False, do_lower_case=s.do_lower_case,
+        side_file=predict_feature_left_file)
+    logging.info("SQuAD prediction: %d questions, %d features, batch %d",
+                 cached.num_examples, cached.num_features, predict_batch_size)
+    results = run_model(model, cached, predict_batch_size, s.version_2)
+    examples = data.read_squad_examples(predict_file, is_training=False)
+    if s.version_2:
+        answers = postprocess.predict_v2(examples, cached.metas, results, s.n_best_size,
+                                         s.max_answer_length, s.null_score_diff_threshold)
+    else:
+        answers = postprocess.predict_v1(examples, cached.metas, results, s.n_best_size,
+                                         s.max_answer_length)
+    dataset = data.load_squad(predict_file)
+    metrics = None
+    if has_gold_answers(dataset):
+        metrics = postprocess.evaluate_predictions(dataset, answers, s.null_score_diff_threshold)
+        for key, value in metrics.items():
+            logging.info("  %s = %s", key, value)
+    if write_files:
+        for path in postprocess.write_prediction_files(output_dir, answers):
+            logging.info("Wrote %s", path)
+        if metrics is not None:
+            records.atomic_write_text(os.path.join(output_dir, EVAL_RESULTS_FILE),
+                                      postprocess.format_eval_results(metrics))
+    return answers, metrics
