@@ -91,7 +91,7 @@ class SquadV2Head(keras.layers.Layer):
         self.end_layer_norm = LayerNorm(name="end_logits_LayerNorm")
         self.end_dense_1 = _dense(1, config, "end_logits_dense_1")
         self.answer_dense_0 = _dense(hidden, config, "answer_class_dense_0", activation=tf.tanh)
-        self.answer_dropout = keras.layers.Dropout(dropout_prob, name="answer_class_dropout")
+        self.answer_dropout = keras.layers.Dropout(dropout_prob, name="answer_class_dropout", dtype="float32")
         self.answer_dense_1 = _dense(1, config, "answer_class_dense_1", use_bias=False)
 
     def _end_logits(self, hidden: tf.Tensor, start_features: tf.Tensor) -> tf.Tensor:
