@@ -20,7 +20,7 @@
 #   MAX_SEQ_LENGTH      [512]
 #   PYTHON              interpreter                                 [python3]
 #   EXTRA_ARGS          more flags for every run, e.g.
-#                       "--distribution_strategy=mirrored --mixed_precision=mixed_bfloat16"
+#                       "--distribution_strategy=mirrored --mixed_precision=bf16"
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

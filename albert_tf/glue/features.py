@@ -15,6 +15,8 @@ What changes from the original:
 - Eval and predict never drop examples: the last batch is filled with
   `is_real_example = 0` rows (as the original did on TPU) so every batch has a
   static shape, and metrics/outputs skip those rows.
+- Training reads through the project's one input pipeline (seeded shuffle,
+  checkpointable iterator for exact resume).
 """
 from __future__ import annotations
 
@@ -252,45 +254,38 @@ def padding_example(max_seq_length: int, regression: bool) -> dict[str, tf.Tenso
     }
 
 
-def make_dataset(
-    features: CachedFeatures,
-    batch_size: int,
-    is_training: bool,
-    seed: int | None = None,
-    shuffle_buffer: int = 10000,
-    input_context: tf.distribute.InputContext | None = None,
-) -> tf.data.Dataset:
-    """Batches of feature dicts (int32 ids/masks, label_ids, is_real_example).
+def train_dataset_fn(features: CachedFeatures, train_batch_size: int, seed: int,
+                     shuffle_buffer: int = 10000):
+    """`fn(input_context)` for the training loop: repeated, shuffled (seeded), per-replica
+    batches through the shared input pipeline (`albert_tf.training.make_tfrecord_dataset`).
 
-    Training: repeated, shuffled (seeded), full batches only. Eval/predict: file
-    order, every example exactly once, the last batch filled with padding rows so
-    that all batches have `batch_size` rows.
-    `batch_size` is the global batch; with an `input_context` (a
-    distribute_datasets_from_function callback) it is split per replica and the
-    file is sharded per input pipeline.
+    The shuffle buffer (the original's was 100 records) covers up to `shuffle_buffer`
+    records, the whole file for most GLUE tasks.
     """
-    if input_context is not None:
-        batch_size = input_context.get_per_replica_batch_size(batch_size)
-    dataset = tf.data.TFRecordDataset(features.path)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    from albert_tf.training import make_tfrecord_dataset
+
     max_len, regression = features.max_seq_length, features.regression
-    if is_training:
-        # Shuffle within each epoch (buffer no larger than the data), then repeat.
-        buffer = max(1, min(shuffle_buffer, features.num_examples))
-        dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.map(
-        lambda r: decode_record(r, max_len, regression), num_parallel_calls=tf.data.AUTOTUNE
-    )
-    if not is_training:
-        num_examples, target = features.num_examples, features.num_examples
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            # Every pipeline yields the same number of batches (workers stay in step).
-            n, k = input_context.num_input_pipelines, input_context.input_pipeline_id
-            num_examples = len(range(k, features.num_examples, n))
-            target = -(-features.num_examples // n)
-        pad = target - num_examples + (-target % batch_size)
-        if pad:
-            fake = tf.data.Dataset.from_tensors(padding_example(max_len, regression)).repeat(pad)
-            dataset = dataset.concatenate(fake)
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return make_tfrecord_dataset(
+            features.path, lambda r: decode_record(r, max_len, regression),
+            input_context.get_per_replica_batch_size(train_batch_size), is_training=True,
+            input_context=input_context, seed=seed,
+            shuffle_buffer_size=max(1, min(shuffle_buffer, features.num_examples)),
+            shard_mode="records")
+
+    return dataset_fn
+
+
+def make_eval_dataset(features: CachedFeatures, batch_size: int) -> tf.data.Dataset:
+    """Eval/predict batches in file order: every example exactly once, the last batch
+    filled with `is_real_example = 0` rows so that every batch has `batch_size` rows."""
+    max_len, regression = features.max_seq_length, features.regression
+    dataset = tf.data.TFRecordDataset(features.path).map(
+        lambda r: decode_record(r, max_len, regression), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True)
+    pad = -features.num_examples % batch_size
+    if pad:
+        fake = tf.data.Dataset.from_tensors(padding_example(max_len, regression)).repeat(pad)
+        dataset = dataset.concatenate(fake)
     return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

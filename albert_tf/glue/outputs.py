@@ -2,7 +2,8 @@
 
 - `eval_results.txt`: per evaluated checkpoint, sorted `key = value` lines, then
   `best = <best key metric so far>` and a line of 50 `=`, as the original writes it.
-- `best_trial.txt`: `<last evaluated step>:<best step>:<best value>`, the original's format.
+  (`best_trial.txt` and `model.ckpt-best` are kept by the training package's
+  `BestCheckpointKeeper`.)
 - `test_results.tsv`: one line per test example: class probabilities tab-separated,
   or the predicted score for STS-B.
 - `submit_results.tsv`: `index<TAB>prediction` header, then the example's guid (the
@@ -11,17 +12,15 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from albert_tf.glue.processors import InputExample, TaskSpec
 
 EVAL_RESULTS_FILE = "eval_results.txt"
-BEST_TRIAL_FILE = "best_trial.txt"
 TEST_RESULTS_FILE = "test_results.tsv"
 SUBMIT_RESULTS_FILE = "submit_results.tsv"
 
@@ -62,39 +61,13 @@ def format_eval_block(results: Mapping[str, object], best: float | None = None) 
     return "\n".join(lines) + "\n"
 
 
-def write_eval_results(path: str | os.PathLike, blocks: Iterable[str]) -> None:
-    """Rewrites eval_results.txt with every block evaluated so far (atomic)."""
-    atomic_write_text(path, "".join(blocks))
-
-
-@dataclasses.dataclass(frozen=True)
-class BestTrial:
-    """The original's best_trial.txt: last evaluated step, best step, best value."""
-
-    global_step: int = -1
-    best_step: int = -1
-    best_value: float = float("-inf")
-
-    def to_text(self) -> str:
-        return f"{self.global_step}:{self.best_step}:{format_value(self.best_value)}"
-
-
-def read_best_trial(path: str | os.PathLike) -> BestTrial:
-    if not os.path.exists(path):
-        return BestTrial()
-    with open(path, encoding="utf-8") as f:
-        text = f.read().strip()
-    try:
-        step, best_step, value = text.split(":")
-        return BestTrial(int(step), int(best_step), float(value))
-    except ValueError:
-        raise ValueError(
-            f"{path}: expected '<step>:<best step>:<best value>', found {text!r}"
-        ) from None
-
-
-def write_best_trial(path: str | os.PathLike, trial: BestTrial) -> None:
-    atomic_write_text(path, trial.to_text())
+def append_eval_block(path: str | os.PathLike, block: str) -> None:
+    """Adds one checkpoint's block to eval_results.txt (rewritten atomically)."""
+    previous = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = f.read()
+    atomic_write_text(path, previous + block)
 
 
 def write_predictions(

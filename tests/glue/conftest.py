@@ -95,3 +95,46 @@ def glue_dir(tmp_path):
          "When you've got snow, it's really hard to learn a snow sport."],
     ])
     return d
+
+
+# A tiny ALBERT over the real 30k SentencePiece vocabulary: fast to trace and train on CPU.
+TINY_CONFIG = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 1,
+               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+               "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+
+@pytest.fixture
+def tiny_config_file(tmp_path):
+    import json
+
+    path = tmp_path / "albert_config.json"
+    path.write_text(json.dumps(TINY_CONFIG))
+    return path
+
+
+def _head(src: pathlib.Path, dst: pathlib.Path, rows: int) -> None:
+    """The first `rows` data rows of a GLUE file (plus its header, if it has one: all but CoLA train/dev)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as f:
+        lines = f.read().split(b"\n")
+    dst.write_bytes(b"\n".join(lines[: rows + 1]) + b"\n")
+
+
+@pytest.fixture
+def glue_slices(tmp_path, shared):
+    """Small slices of the real MRPC and STS-B files (train 48, dev 24, test 12 rows).
+
+    MRPC's dev.tsv is its training slice: evaluating on what it trained on shows
+    whether the whole path (reading, features, model, loss, optimizer, loop) learns.
+    """
+    d = tmp_path / "glue_slices"
+    for task in ("MRPC", "STS-B"):
+        for split, rows in (("train", 48), ("dev", 24), ("test", 12)):
+            _head(shared("data", "glue", task, f"{split}.tsv"), d / task / f"{split}.tsv", rows)
+    _head(shared("data", "glue", "MRPC", "train.tsv"), d / "MRPC" / "dev.tsv", 48)
+    return d
+
+
+@pytest.fixture
+def spm_model(shared):
+    return str(shared("data", "spm", "30k-clean.model"))

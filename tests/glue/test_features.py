@@ -87,7 +87,7 @@ def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
     processor = get_processor("sts-b")
     cache = F.cached_features(processor, data_dir, "dev", tmp_path / "cache", tok, "tok-a", 12)
     assert cache.num_examples == 5 and cache.regression
-    batches = _batches(F.make_dataset(cache, batch_size=2, is_training=False))
+    batches = _batches(F.make_eval_dataset(cache, batch_size=2))
     assert len(batches) == 3  # 5 real rows + 1 padding row: nothing dropped
     real = np.concatenate([b["is_real_example"] for b in batches])
     assert real.tolist() == [1, 1, 1, 1, 1, 0]
@@ -116,7 +116,7 @@ def test_cache_reused_until_an_input_changes(tmp_path, write_tsv):
     _glue_with_stsb(tmp_path, write_tsv, score="4.0")  # same size, new contents
     changed = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
     assert changed.path != first.path
-    label = next(iter(F.make_dataset(changed, 5, is_training=False)))["label_ids"].numpy()
+    label = next(iter(F.make_eval_dataset(changed, 5)))["label_ids"].numpy()
     np.testing.assert_allclose(label, 4.0)
     assert not [n for n in os.listdir(cache_dir) if n.endswith(".tmp")]
 
@@ -138,9 +138,10 @@ def test_failed_build_leaves_nothing(tmp_path, write_tsv):
 def test_training_dataset_is_seeded_and_full_batches(tmp_path, write_tsv):
     data_dir = _glue_with_stsb(tmp_path, write_tsv, n_rows=7)
     cache = F.cached_features(get_processor("sts-b"), data_dir, "dev", tmp_path / "c", WordTokenizer(), "t", 12)
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1)
 
     def first_ids(seed):
-        ds = F.make_dataset(cache, batch_size=3, is_training=True, seed=seed)
+        ds = F.train_dataset_fn(cache, train_batch_size=3, seed=seed)(context)
         return [b["input_ids"][:, 2].numpy().tolist() for b in ds.take(4)]
 
     assert first_ids(1) == first_ids(1)

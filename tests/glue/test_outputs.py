@@ -33,15 +33,12 @@ def test_count_mismatch_is_an_error(tmp_path):
         outputs.write_predictions(tmp_path, get_task_spec("cola"), _examples(3), np.zeros([2, 2]))
 
 
-def test_eval_block_and_best_trial(tmp_path):
+def test_eval_blocks_accumulate(tmp_path):
     block = outputs.format_eval_block({"eval_loss": 0.5, "eval_accuracy": np.float64(0.75), "global_step": 100},
                                       best=0.75)
     assert block == ("eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 100\nbest = 0.75\n" + "=" * 50 + "\n")
-    path = tmp_path / "best_trial.txt"
-    assert outputs.read_best_trial(path) == outputs.BestTrial()
-    outputs.write_best_trial(path, outputs.BestTrial(300, 200, 0.8125))
-    assert path.read_text() == "300:200:0.8125"
-    assert outputs.read_best_trial(path) == outputs.BestTrial(300, 200, 0.8125)
-    path.write_text("garbage")
-    with pytest.raises(ValueError, match="best_trial.txt"):
-        outputs.read_best_trial(path)
+    path = tmp_path / "eval_results.txt"
+    outputs.append_eval_block(path, block)
+    outputs.append_eval_block(path, outputs.format_eval_block({"eval_loss": 0.25}))
+    assert path.read_text() == block + "eval_loss = 0.25\n" + "=" * 50 + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["eval_results.txt"]

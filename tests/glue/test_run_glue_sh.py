@@ -19,7 +19,7 @@ def _run(tmp_path, tasks, extra_env=None):
     fake.chmod(0o755)
     calls = tmp_path / "calls.txt"
     env = dict(os.environ, PYTHON=str(fake), CALLS=str(calls), TASKS=tasks, ALBERT_ROOT=str(tmp_path / "root"),
-               OUTPUT_DIR=str(tmp_path / "out"), EXTRA_ARGS="--mixed_precision=mixed_bfloat16", **(extra_env or {}))
+               OUTPUT_DIR=str(tmp_path / "out"), EXTRA_ARGS="--mixed_precision=bf16", **(extra_env or {}))
     proc = subprocess.run(["bash", str(REPO / "run_glue.sh")], env=env, capture_output=True, text=True, timeout=60)
     lines = calls.read_text().splitlines() if calls.exists() else []
     return proc, lines
@@ -34,7 +34,7 @@ def test_per_task_settings_and_submission_files(tmp_path):
                  "--save_checkpoints_steps=100", "--train_batch_size=128", "--max_seq_length=512",
                  "--optimizer=adamw", "--do_lower_case", "--do_train", "--do_eval", "--do_predict",
                  f"--data_dir={root}/glue", f"--spm_model_file={root}/30k-clean.model",
-                 f"--init_checkpoint={root}/model.ckpt-best", "--mixed_precision=mixed_bfloat16"):
+                 f"--init_checkpoint={root}/model.ckpt-best", "--mixed_precision=bf16"):
         assert flag in mnli.split(), flag
     best_mnli = f"--init_checkpoint={tmp_path}/out/MNLI/model.ckpt-best"
     assert "--task_name=MISMNLI" in mismnli and best_mnli in mismnli.split() and "--do_train" not in mismnli

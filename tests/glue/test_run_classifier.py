@@ -1,0 +1,184 @@
+"""run_classifier.py end to end in a subprocess (train, eval every checkpoint, predict, export);
+the SavedModel is then reloaded here, in another process than the one that wrote it."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.glue import features
+from albert_tf.glue.processors import get_processor
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SEQ = 32
+
+
+def run_driver(*args, timeout=600):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, str(REPO / "run_classifier.py"), *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def eval_blocks(path):
+    """eval_results.txt as a list of {key: value} per evaluated checkpoint."""
+    blocks, current = [], {}
+    for line in pathlib.Path(path).read_text().splitlines():
+        if line.startswith("====="):
+            blocks.append(current)
+            current = {}
+        else:
+            key, value = line.split(" = ")
+            current[key] = float(value)
+    return blocks
+
+
+def _common(task, data_dir, config, spm, out, steps):
+    return [f"--task_name={task}", f"--data_dir={data_dir}", f"--albert_config_file={config}",
+            f"--spm_model_file={spm}", f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
+            f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=5", "--predict_batch_size=5",
+            f"--train_step={steps}", f"--save_checkpoints_steps={steps // 2}", "--keep_checkpoint_max=1",
+            "--learning_rate=1e-3", f"--warmup_step={steps // 10}", f"--log_steps={steps // 2}",
+            f"--iterations_per_loop={steps}", f"--export_dir={out}/export"]
+
+
+def _serving_inputs(task, data_dir, spm):
+    """The test examples as the exported signatures take them (serialized features, raw text)."""
+    from albert_tf.tokenization import FullTokenizer
+
+    processor = get_processor(task)
+    examples = processor.get_test_examples(data_dir)
+    tok = FullTokenizer(spm_model_file=spm, do_lower_case=True)
+    serialized = [features.to_tf_example(features.convert_example(e, processor.spec, SEQ, tok),
+                                         processor.spec.is_regression).SerializeToString() for e in examples]
+    return examples, tf.constant(serialized), tf.constant([e.text_a for e in examples]), \
+        tf.constant([e.text_b for e in examples])
+
+
+def _load_export(out):
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    (version,) = os.listdir(out / "export")
+    return tf.saved_model.load(str(out / "export" / version))
+
+
+def _check_best(out, key, steps):
+    half = steps // 2
+    blocks = eval_blocks(out / "eval_results.txt")
+    assert [b["global_step"] for b in blocks] == [half, steps]  # each checkpoint, despite keep_checkpoint_max=1
+    values = [b[key] for b in blocks]
+    best_index = int(np.argmax(values))  # first of equals wins: later ones must be strictly better
+    assert (out / "best_trial.txt").read_text() == f"{steps}:{(best_index + 1) * half}:{values[best_index]}"
+    assert [b["best"] for b in blocks] == [values[0], max(values)]
+    assert (out / "model.ckpt-best.index").exists() and not (out / f"model.ckpt-{half}.index").exists()
+    assert os.listdir(out / "eval")  # TensorBoard eval log
+    return blocks
+
+
+def test_mrpc_train_eval_predict_export(glue_slices, tiny_config_file, spm_model, tmp_path):
+    """Also the learning test: MRPC's dev file here is the 48-row training slice, and a tiny
+    model trained from scratch must fit it clearly above the majority class."""
+    out = tmp_path / "out"
+    proc = run_driver(*_common("MRPC", glue_slices, tiny_config_file, spm_model, out, steps=60),
+                      "--threshold_to_export=0.3")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    blocks = _check_best(out, "eval_accuracy", steps=60)
+    for block in blocks:
+        assert block["num_examples"] == 48  # 48 dev rows in batches of 5: nothing dropped
+        assert {"eval_accuracy", "eval_loss", "f1"} <= set(block)
+    labels = [e.label for e in get_processor("mrpc").get_dev_examples(glue_slices)]
+    majority = max(labels.count("0"), labels.count("1")) / len(labels)
+    assert majority < 0.7 and blocks[-1]["eval_accuracy"] >= 0.9
+
+    probs = np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)
+    assert probs.shape == (12, 2)
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
+    submit = (out / "submit_results.tsv").read_text().splitlines()
+    assert submit[0] == "index\tprediction"
+    assert submit[1:] == [f"{i}\t{int(np.argmax(p))}" for i, p in enumerate(probs)]
+
+    examples, serialized, text_a, text_b = _serving_inputs("mrpc", glue_slices, spm_model)
+    loaded = _load_export(out)
+    by_example = loaded.signatures["serving_default"](examples=serialized)
+    by_text = loaded.signatures["serving_text"](text_a=text_a, text_b=text_b)
+    # The exported best model = the Keras model that wrote test_results.tsv.
+    np.testing.assert_allclose(by_example["probabilities"].numpy(), probs, atol=1e-5)
+    np.testing.assert_allclose(by_text["probabilities"].numpy(), probs, atol=1e-5)
+    assert float(by_example["threshold"]) == pytest.approx(0.3)
+    np.testing.assert_array_equal(by_text["predictions"].numpy(), (probs[:, 1] >= 0.3).astype(np.int32))
+
+
+def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model, tmp_path):
+    out = tmp_path / "out"
+    proc = run_driver(*_common("STS-B", glue_slices, tiny_config_file, spm_model, out, steps=20))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    blocks = _check_best(out, "pearson", steps=20)
+    for block in blocks:
+        assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(block) and "eval_accuracy" not in block
+        assert block["eval_loss"] == pytest.approx(block["MSE"])
+
+    scores = np.loadtxt(out / "test_results.tsv")
+    assert scores.shape == (12,)
+    submit = (out / "submit_results.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in submit[1:]] == [str(i) for i in range(12)]
+    np.testing.assert_allclose([float(line.split("\t")[1]) for line in submit[1:]], scores, rtol=1e-6)
+
+    examples, serialized, text_a, text_b = _serving_inputs("sts-b", glue_slices, spm_model)
+    loaded = _load_export(out)
+    np.testing.assert_allclose(loaded.signatures["serving_default"](examples=serialized)["score"].numpy(),
+                               scores, atol=1e-5)
+    np.testing.assert_allclose(loaded.signatures["serving_text"](text_a=text_a, text_b=text_b)["score"].numpy(),
+                               scores, atol=1e-5)
+
+
+ERROR_CASES = r"""
+import contextlib, io, json, sys
+import run_classifier
+from absl import flags
+results = []
+for argv in json.loads(sys.argv[1]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["run_classifier.py", *argv])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = run_classifier.main([])
+    results.append({"code": code, "stderr": err.getvalue()})
+print(json.dumps(results))
+"""
+
+
+def test_errors_are_one_clear_line_and_exit_2(glue_slices, tiny_config_file, spm_model, tmp_path):
+    base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+            f"--spm_model_file={spm_model}", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=32"]
+    bad_dir = tmp_path / "bad"
+    (bad_dir / "RTE").mkdir(parents=True)
+    (bad_dir / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
+    cases = {
+        "unknown task": ["--task_name=SST2", "--do_train", *base],
+        "too long": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=128"],
+        "no train split": ["--task_name=AX", "--do_train", *base],
+        "no weights": ["--task_name=MRPC", "--do_predict", *base],
+        "missing flag": ["--task_name=MRPC", "--do_train", *base[:3]],
+        "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}",
+                      f"--init_checkpoint={tmp_path / 'none'}"],
+    }
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", ERROR_CASES, json.dumps(list(cases.values()))],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = dict(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1])))
+    expected = {
+        "unknown task": "known tasks: cola, mnli, mismnli, mrpc, rte, sst-2, sts-b, qqp, qnli, wnli, ax",
+        "too long": "sequence length 128",
+        "no train split": "task 'ax' has no 'train' split",
+        "no weights": "no weights to use",
+        "missing flag": "missing required flag(s): --output_dir",
+        "bad label": f"{bad_dir / 'RTE' / 'dev.tsv'}:2: unknown label 'maybe'",
+    }
+    for name, text in expected.items():
+        assert results[name]["code"] == 2, name
+        assert text in results[name]["stderr"], (name, results[name]["stderr"])
+        assert results[name]["stderr"].startswith("run_classifier.py: error: ")
