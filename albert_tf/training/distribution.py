@@ -40,7 +40,7 @@ def split_cpu_into_logical_devices(num_devices: int) -> list[str]:
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     cpu = tf.config.list_physical_devices("CPU")[0]
     current = tf.config.get_logical_device_configuration(cpu)
-    if not current or len(current) != num_devices:
+    if (len(current) if current else 1) != num_devices:
         try:
             tf.config.set_logical_device_configuration(
                 cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)]

@@ -341,7 +341,8 @@ class Trainer:
                 out = strategy.run(self._replica_train_step,
                                    args=(features, self.global_step.read_value(), self._stop_flag.read_value()))
                 out = tf.nest.map_structure(lambda x: strategy.experimental_local_results(x)[0], out)
-                self.global_step.assign_add(1)
+                with tf.control_dependencies([out["loss"]]):  # count only a step that ran
+                    self.global_step.assign_add(1)
                 done += 1
                 last_loss = out["loss"]
                 loss_sum += out["loss"]
@@ -517,8 +518,8 @@ class Trainer:
                     out = self._run_interruptibly(self._train_fn, iterator,
                                                   tf.constant(self._steps_to_boundary(step)), signals=signals)
                 except tf.errors.OutOfRangeError as e:
-                    raise ValueError(f"the training dataset ended at step {step}: train_dataset_fn must "
-                                     f"return a repeating dataset") from e
+                    raise ValueError(f"the training dataset ended at step {int(self.global_step.numpy())}: "
+                                     f"train_dataset_fn must return a repeating dataset") from e
                 step = int(self.global_step.numpy())
                 if bool(out["non_finite"]):
                     raise NonFiniteLossError(

@@ -1,0 +1,77 @@
+"""Strategies, precision policies, worker identity and the shared flags."""
+import json
+
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from albert_tf.keras import keras
+from albert_tf.training import distribution
+
+
+def test_one_device_and_bad_names():
+    strategy = distribution.create_strategy("one_device")
+    assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+    assert distribution.worker_info(strategy) == distribution.WorkerInfo(1, 0, True)
+    with pytest.raises(ValueError, match="one_device, mirrored, multi_worker_mirrored, tpu"):
+        distribution.create_strategy("horovod")
+    with pytest.raises(ValueError, match="--use_tpu conflicts"):
+        distribution.create_strategy("mirrored", use_tpu=True)
+    with pytest.raises(ValueError, match="--num_gpus must be >= 0"):
+        distribution.create_strategy("mirrored", num_gpus=-1)
+
+
+def test_tpu_path_resolves_connects_and_initializes(monkeypatch):
+    calls = []
+
+    class FakeResolver:
+        def __init__(self, tpu, zone, project):
+            calls.append(("resolver", tpu, zone, project))
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", FakeResolver)
+    monkeypatch.setattr(tf.config, "experimental_connect_to_cluster", lambda r: calls.append("connect"))
+    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append("initialize"))
+    monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda r: calls.append("strategy") or "tpu-strategy")
+    strategy = distribution.create_strategy(use_tpu=True, master="grpc://10.0.0.2:8470", tpu_zone="us-central1-b",
+                                            gcp_project="proj")
+    assert strategy == "tpu-strategy"
+    assert calls == [("resolver", "grpc://10.0.0.2:8470", "us-central1-b", "proj"), "connect", "initialize",
+                     "strategy"]
+
+
+def test_mixed_precision_policies():
+    try:
+        assert distribution.set_mixed_precision("bf16") == "mixed_bfloat16"
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+        assert distribution.set_mixed_precision("fp16") == "mixed_float16"
+        with pytest.raises(ValueError, match="none, bf16, fp16"):
+            distribution.set_mixed_precision("int8")
+    finally:
+        distribution.set_mixed_precision("none")
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_tf_config_for_local_workers():
+    config = json.loads(distribution.make_tf_config(["127.0.0.1:1000", "127.0.0.1:1001"], 1))
+    assert config == {"cluster": {"worker": ["127.0.0.1:1000", "127.0.0.1:1001"]},
+                      "task": {"type": "worker", "index": 1}}
+
+
+def test_shared_flags_skip_those_a_driver_defined():
+    values = flags.FlagValues()
+    flags.DEFINE_bool("use_tpu", True, "The driver's own definition.", flag_values=values)
+    distribution.define_flags(values)
+    distribution.define_flags(values)  # twice is harmless
+    values(["prog", "--distribution_strategy=mirrored", "--mixed_precision=bf16"])
+    assert values.use_tpu is True and values.distribution_strategy == "mirrored"
+    assert values.gradient_accumulation_steps == 1 and values.seed == 12345 and values.num_tpu_cores == 8
+    for name in ("num_gpus", "enable_xla", "log_steps", "tpu_name", "tpu_zone", "gcp_project", "master"):
+        assert name in values
+
+
+def test_split_cpu_after_initialization_is_a_clear_error():
+    tf.constant(1.0)  # devices are initialized by now in this process
+    count = len(tf.config.list_logical_devices("CPU"))
+    assert distribution.split_cpu_into_logical_devices(count)  # unchanged count: fine
+    with pytest.raises(RuntimeError, match="already initialized"):
+        distribution.split_cpu_into_logical_devices(count + 3)
