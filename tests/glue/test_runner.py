@@ -1,0 +1,84 @@
+"""Best-checkpoint selection and evaluation/prediction from --init_checkpoint (in process)."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.glue import features, heads, runner
+from albert_tf.training import checkpointing
+
+
+@pytest.fixture
+def job(glue_slices, tiny_config_file, spm_model, tmp_path):
+    from albert_tf.tokenization import FullTokenizer
+
+    return runner.GlueJob(
+        task_name="mrpc", data_dir=str(glue_slices), output_dir=str(tmp_path / "out"),
+        albert_config=AlbertConfig.from_json_file(str(tiny_config_file)),
+        tokenizer=FullTokenizer(spm_model_file=spm_model), tokenizer_id=features.tokenizer_fingerprint(
+            spm_model, None, True), spm_model_file=spm_model, max_seq_length=32, eval_batch_size=16,
+        predict_batch_size=16)
+
+
+def _save(model, output_dir, step):
+    """A checkpoint as the Trainer writes it, marked by output_bias[0] = step."""
+    model.classifier.output_bias.assign([float(step), 0.0])
+    prefix = checkpointing.checkpoint_prefix(output_dir, step)
+    checkpointing.write_checkpoint_atomically(tf.train.Checkpoint(model=model), prefix)
+    checkpointing.update_state_file(output_dir, prefix, keep_checkpoint_max=0)
+
+
+def _bias_of(prefix):
+    return tf.train.load_checkpoint(prefix).get_tensor("model/classifier/output_bias/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def test_best_checkpoint_selection_and_reruns(job, monkeypatch):
+    os.makedirs(job.output_dir)
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20, 30):
+        _save(model, job.output_dir, step)
+    scripted = {10: 0.5, 20: 0.8, 30: 0.6, 40: 0.9}
+
+    def fake_evaluate(self, global_step):
+        # The evaluated weights are those of the checkpoint being scored.
+        assert float(self.model.classifier.output_bias[0]) == global_step
+        return {"eval_accuracy": scripted[global_step], "eval_loss": 1.0, "global_step": global_step}
+
+    monkeypatch.setattr(runner.CheckpointEvaluator, "evaluate_weights", fake_evaluate)
+    evaluator = runner.CheckpointEvaluator(job, heads.build_classifier(job.albert_config, "mrpc"))
+    assert evaluator.evaluate_pending() == 3
+    out = job.output_dir
+    assert open(os.path.join(out, "best_trial.txt")).read() == "30:20:0.8"
+    assert _bias_of(os.path.join(out, "model.ckpt-best"))[0] == 20.0
+    text = open(os.path.join(out, "eval_results.txt")).read()
+    assert [line for line in text.splitlines() if line.startswith("best")] == ["best = 0.5", "best = 0.8",
+                                                                             "best = 0.8"]
+    # A rerun evaluates nothing twice; a new, better checkpoint takes over.
+    assert evaluator.evaluate_pending() == 0
+    assert open(os.path.join(out, "eval_results.txt")).read() == text
+    _save(model, out, 40)
+    assert evaluator.evaluate_pending() == 1
+    assert open(os.path.join(out, "best_trial.txt")).read() == "40:40:0.9"
+    assert _bias_of(os.path.join(out, "model.ckpt-best"))[0] == 40.0
+    # Predict/export use model.ckpt-best.
+    assert runner.resolve_weights(job) == (os.path.join(out, "model.ckpt-best"), True)
+
+
+def test_eval_and_predict_from_init_checkpoint(job, tmp_path):
+    """As run_glue.sh does for MNLI-mm and AX: weights from another run, nothing trained here."""
+    source = tmp_path / "source"
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    _save(model, str(source), 7)
+    job.init_checkpoint = str(source / "model.ckpt-7")
+    produced = runner.run_job(job, tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=False, do_eval=True,
+                              do_predict=True)
+    assert produced["weights"] == job.init_checkpoint
+    text = open(produced["eval_results"]).read()
+    assert "global_step = 7" in text and "num_examples = 48" in text
+    assert not os.path.exists(os.path.join(job.output_dir, "best_trial.txt"))  # not a checkpoint of this run
+    probs = np.loadtxt(produced["predictions"][0], delimiter="\t", ndmin=2)
+    assert probs.shape == (12, 2)
+    # The checkpoint's head (output_bias = [7, 0]) was loaded, not a fresh one.
+    assert np.all(probs[:, 0] > 0.99)
