@@ -28,6 +28,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.layers import LayerNorm, initializer
 from albert_tf.modeling.models import AlbertModel
+from albert_tf.training.randomness import StatelessDropout
 
 NEG_INF = 1e30  # the original's mask value
 
@@ -91,7 +92,8 @@ class SquadV2Head(keras.layers.Layer):
         self.end_layer_norm = LayerNorm(name="end_logits_LayerNorm")
         self.end_dense_1 = _dense(1, config, "end_logits_dense_1")
         self.answer_dense_0 = _dense(hidden, config, "answer_class_dense_0", activation=tf.tanh)
-        self.answer_dropout = keras.layers.Dropout(dropout_prob, name="answer_class_dropout", dtype="float32")
+        # Stateless like the encoder's dropout (exact resume), and float32 like the head.
+        self.answer_dropout = StatelessDropout(dropout_prob, name="answer_class_dropout", dtype="float32")
         self.answer_dense_1 = _dense(1, config, "answer_class_dense_1", use_bias=False)
 
     def _end_logits(self, hidden: tf.Tensor, start_features: tf.Tensor) -> tf.Tensor:
