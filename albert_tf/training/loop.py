@@ -368,6 +368,7 @@ class Trainer:
         if self.worker.is_chief:
             checkpointing.remove_stale_temporaries(output_dir)
         latest = tf.train.latest_checkpoint(output_dir)
+        self._check_workers_see_the_same_checkpoint(latest)
         if latest is None:
             if self.task.init_fn is not None:
                 logging.info("No checkpoint in %s: initializing with the task's init_fn.", output_dir)
@@ -390,6 +391,20 @@ class Trainer:
                                 self.worker.worker_index, latest)
         logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
         return latest
+
+    def _check_workers_see_the_same_checkpoint(self, latest: str | None) -> None:
+        """Multi-worker: every worker must resume from the same step (shared output_dir)."""
+        if self.worker.num_workers <= 1:
+            return
+        step = -1 if latest is None else (checkpointing.step_of(latest) or 0)
+        values = self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant([step], tf.int64))
+        steps = sorted(set(self.strategy.gather(values, axis=0).numpy().tolist()))
+        if len(steps) > 1:
+            raise ValueError(
+                f"workers see different latest checkpoints in --output_dir (steps {steps}, -1 = none): "
+                f"for multi-worker training output_dir must be on storage shared by all workers "
+                f"(e.g. GCS or NFS)")
 
     def _all_weights_finite(self) -> bool:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))
