@@ -23,3 +23,139 @@ def shared_file(*parts: str) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def shared():
     return shared_file
+
+
+# ---- ALBERT model fixtures (modeling and checkpoint tests) ----
+@pytest.fixture
+def reference(shared):
+    """The reference tiny checkpoint and its recorded inputs/outputs."""
+    import numpy as np
+
+    folder = shared("reference", "albert_tiny_shared")
+    return folder, dict(np.load(folder / "io.npz"))
+
+
+def _numpy_forward(weights, config, input_ids, input_mask, segment_ids, positions):
+    """ALBERT written from ALBERT_SPEC §3 in NumPy, reading TF1-named weights."""
+    import math
+
+    import numpy as np
+
+    def layer_norm(x, p):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-12) * weights[p + "/gamma"] + weights[p + "/beta"]
+
+    def dense(x, p, act=None):
+        y = x @ weights[p + "/kernel"] + weights[p + "/bias"]
+        return act(y) if act else y
+
+    def gelu(x):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    seq = input_ids.shape[1]
+    x = (weights["bert/embeddings/word_embeddings"][input_ids]
+         + weights["bert/embeddings/token_type_embeddings"][segment_ids]
+         + weights["bert/embeddings/position_embeddings"][:seq][None])
+    x = layer_norm(x, "bert/embeddings/LayerNorm")
+    if config.embedding_size != config.hidden_size:
+        x = dense(x, "bert/encoder/embedding_hidden_mapping_in")
+    embedding_output = x
+    heads, size = config.num_attention_heads, config.hidden_size // config.num_attention_heads
+    adder = (1.0 - input_mask[:, None, None, :]) * -10000.0
+    outputs = []
+    for layer in range(config.num_hidden_layers):
+        g = int(layer / config.num_hidden_layers * config.num_hidden_groups)
+        for i in range(config.inner_group_num):
+            p = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
+            split = lambda t: t.reshape(t.shape[0], seq, heads, size).transpose(0, 2, 1, 3)
+            q = split(dense(x, p + "/attention_1/self/query"))
+            k = split(dense(x, p + "/attention_1/self/key"))
+            v = split(dense(x, p + "/attention_1/self/value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + adder
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            probs = scores / scores.sum(-1, keepdims=True)
+            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
+            att = layer_norm(x + dense(ctx, p + "/attention_1/output/dense"), p + "/LayerNorm")
+            ffn = dense(dense(att, p + "/ffn_1/intermediate/dense", gelu), p + "/ffn_1/intermediate/output/dense")
+            x = layer_norm(ffn + att, p + "/LayerNorm_1")
+            outputs.append(x)
+    pooled = np.tanh(dense(x[:, 0], "bert/pooler/dense"))
+    h = np.take_along_axis(x, positions[:, :, None], axis=1)
+    h = layer_norm(dense(h, "cls/predictions/transform/dense", gelu), "cls/predictions/transform/LayerNorm")
+    mlm = h @ weights["bert/embeddings/word_embeddings"].T + weights["cls/predictions/output_bias"]
+    sop = pooled @ weights["cls/seq_relationship/output_weights"].T + weights["cls/seq_relationship/output_bias"]
+    return {"sequence_output": x, "pooled_output": pooled, "embedding_output": embedding_output,
+            "encoder_outputs": outputs, "mlm_logits": mlm, "sop_logits": sop}
+
+
+def _tf1_shapes(config):
+    c = config
+    shapes = {
+        "bert/embeddings/word_embeddings": [c.vocab_size, c.embedding_size],
+        "bert/embeddings/token_type_embeddings": [c.type_vocab_size, c.embedding_size],
+        "bert/embeddings/position_embeddings": [c.max_position_embeddings, c.embedding_size],
+        "bert/embeddings/LayerNorm/gamma": [c.embedding_size], "bert/embeddings/LayerNorm/beta": [c.embedding_size],
+        "bert/pooler/dense/kernel": [c.hidden_size, c.hidden_size], "bert/pooler/dense/bias": [c.hidden_size],
+        "cls/predictions/transform/dense/kernel": [c.hidden_size, c.embedding_size],
+        "cls/predictions/transform/dense/bias": [c.embedding_size],
+        "cls/predictions/transform/LayerNorm/gamma": [c.embedding_size],
+        "cls/predictions/transform/LayerNorm/beta": [c.embedding_size],
+        "cls/predictions/output_bias": [c.vocab_size],
+        "cls/seq_relationship/output_weights": [2, c.hidden_size], "cls/seq_relationship/output_bias": [2],
+    }
+    if c.embedding_size != c.hidden_size:
+        shapes["bert/encoder/embedding_hidden_mapping_in/kernel"] = [c.embedding_size, c.hidden_size]
+        shapes["bert/encoder/embedding_hidden_mapping_in/bias"] = [c.hidden_size]
+    H, I = c.hidden_size, c.intermediate_size
+    for g in range(c.num_hidden_groups):
+        for i in range(c.inner_group_num):
+            p = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
+            for part in ("query", "key", "value"):
+                shapes[f"{p}/attention_1/self/{part}/kernel"] = [H, H]
+                shapes[f"{p}/attention_1/self/{part}/bias"] = [H]
+            shapes[f"{p}/attention_1/output/dense/kernel"] = [H, H]
+            shapes[f"{p}/attention_1/output/dense/bias"] = [H]
+            shapes[f"{p}/ffn_1/intermediate/dense/kernel"] = [H, I]
+            shapes[f"{p}/ffn_1/intermediate/dense/bias"] = [I]
+            shapes[f"{p}/ffn_1/intermediate/output/dense/kernel"] = [I, H]
+            shapes[f"{p}/ffn_1/intermediate/output/dense/bias"] = [H]
+            for ln in ("LayerNorm", "LayerNorm_1"):
+                shapes[f"{p}/{ln}/gamma"] = [H]
+                shapes[f"{p}/{ln}/beta"] = [H]
+    return shapes
+
+
+def _write_random_tf1_checkpoint(config, prefix, seed=0, extra=None, prefix_names=""):
+    """A Google-format checkpoint (TF1 names, global_step, adam slots) with random weights."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    weights = {n: (rng.standard_normal(s) * 0.2).astype(np.float32) for n, s in _tf1_shapes(config).items()}
+    for n in weights:
+        if n.endswith("/gamma"):
+            weights[n] += 1.0
+    entries = {prefix_names + n: v for n, v in weights.items()}
+    entries["global_step"] = np.array(7, np.int64)
+    entries[prefix_names + "bert/pooler/dense/kernel/adam_m"] = np.zeros([config.hidden_size] * 2, np.float32)
+    entries.update(extra or {})
+    names = sorted(entries)
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(entries[n]) for n in names])
+    return weights
+
+
+@pytest.fixture
+def numpy_forward():
+    return _numpy_forward
+
+
+@pytest.fixture
+def random_tf1_checkpoint():
+    return _write_random_tf1_checkpoint
+
+
+@pytest.fixture
+def tf1_shapes():
+    return _tf1_shapes
