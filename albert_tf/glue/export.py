@@ -111,9 +111,15 @@ class ClassifierServing(tf.Module):
         self.label_strings = tf.constant(list(spec.labels or ["score"]))
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
         self.pair = is_pair_task(spec)
+        # Both signatures call this one function, so the model is traced once.
+        ids = tf.TensorSpec([None, max_seq_length], tf.int32)
+        self._forward = tf.function(
+            lambda inputs: self._model(inputs, training=False),
+            input_signature=[{name: ids for name in MODEL_INPUTS}])
 
     def _outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = self._model(inputs, training=False)
+        out = self._forward({k: tf.ensure_shape(tf.cast(inputs[k], tf.int32), [None, self.max_seq_length])
+                             for k in MODEL_INPUTS})
         if self.regression:
             score = tf.cast(out["probabilities"], tf.float32)
             return {"score": score, "predictions": score}
