@@ -17,6 +17,11 @@ _PUBLIC = {
     "get_task_spec": "albert_tf.glue.processors",
     "compute_glue_metrics": "albert_tf.glue.metrics",
     "key_metric": "albert_tf.glue.metrics",
+    "GlueClassifier": "albert_tf.glue.heads",
+    "build_classifier": "albert_tf.glue.heads",
+    "export_classifier": "albert_tf.glue.export",
+    "GlueJob": "albert_tf.glue.runner",
+    "run_job": "albert_tf.glue.runner",
 }
 
 __all__ = sorted(_PUBLIC)
