@@ -14,8 +14,9 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.layers import dropout, initializer
+from albert_tf.modeling.layers import initializer
 from albert_tf.modeling.models import AlbertModel
+from albert_tf.training.randomness import StatelessDropout
 
 HEAD_DROPOUT = 0.1  # the original hard-codes keep_prob=0.9 on the pooled output
 
@@ -62,7 +63,9 @@ class GlueClassifier(keras.Model):
         self.num_labels = num_labels
         self.regression = regression
         self.encoder = AlbertModel(config)
-        self.output_dropout = dropout(HEAD_DROPOUT, "output_dropout")
+        # Stateless like the encoder's (exact resume); float32 so that under mixed
+        # precision the pooled output is not rounded to 16 bits before the head.
+        self.output_dropout = StatelessDropout(HEAD_DROPOUT, name="output_dropout", dtype="float32")
         self.classifier = ClassificationHead(num_labels, config, name="output")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
