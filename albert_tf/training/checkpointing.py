@@ -86,12 +86,12 @@ def _atomic_write_text(path: str, text: str) -> None:
 
 
 def all_checkpoints(output_dir: str) -> list[str]:
-    """The checkpoints the state file lists, oldest first (absolute prefixes)."""
+    """The checkpoints the state file lists, oldest first, as paths usable from here
+    (tf.train.get_checkpoint_state already puts ``output_dir`` before relative entries)."""
     state = tf.train.get_checkpoint_state(output_dir)
     if state is None:
         return []
-    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-    return [p if os.path.isabs(p) else os.path.join(output_dir, p) for p in paths]
+    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
 
 
 def update_state_file(output_dir: str, checkpoint_path: str, keep_checkpoint_max: int) -> list[str]:

@@ -32,6 +32,17 @@ def test_state_file_keep_max_and_deletion(tmp_path):
     assert not list(tmp_path.glob("*.tmp-*"))
 
 
+def test_relative_output_dir(tmp_path, monkeypatch):
+    """A relative --output_dir: the state file's entries must resolve once, not twice."""
+    monkeypatch.chdir(tmp_path)
+    for step in (1, 2):
+        save("out", step, float(step), keep=5)
+    assert checkpointing.all_checkpoints("out") == ["out/model.ckpt-1", "out/model.ckpt-2"]
+    save("out", 3, 3.0, keep=2)
+    assert checkpointing.all_checkpoints("out") == ["out/model.ckpt-2", "out/model.ckpt-3"]
+    assert not list((tmp_path / "out").glob("model.ckpt-1.*"))
+
+
 def test_interrupted_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
     save(tmp_path, 1, 1.0)
     real_rename = tf.io.gfile.rename
