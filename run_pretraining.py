@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from albert_tf.training import distribution
 

@@ -115,11 +115,9 @@ class AlbertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        import os
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp, path)
+        from albert_tf.fileio import atomic_write_text
+
+        atomic_write_text(path, self.to_json_string())
 
     def replace(self, **changes: Any) -> "AlbertConfig":
         data = self.to_dict()

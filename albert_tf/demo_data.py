@@ -13,6 +13,8 @@ import json
 import os
 import random
 
+from albert_tf.fileio import atomic_write_text
+
 NAMES = ["alice", "bruno", "chen", "dara", "emil", "fatima", "goran", "hana", "ivan", "julia", "kofi",
          "lena", "marco", "nadia", "oscar", "priya", "quinn", "rosa", "sami", "tara"]
 TOWNS = ["paris", "lisbon", "oslo", "cairo", "lima", "quito", "dublin", "tokyo", "nairobi", "vienna", "perth",
@@ -54,7 +56,7 @@ def write_corpus(path: str, num_documents: int = 1500, seed: int = 1) -> str:
     rng = random.Random(seed)
     kinds = [_diary, _diary, _opinions, _facts]
     documents = ["\n".join(rng.choice(kinds)(rng)) for _ in range(num_documents)]
-    return _atomic_write(path, "\n\n".join(documents) + "\n")
+    return atomic_write_text(path, "\n\n".join(documents) + "\n")
 
 
 def _review(rng: random.Random) -> tuple[str, int]:
@@ -73,9 +75,9 @@ def write_sentiment_task(data_dir: str, seed: int = 2, train: int = 800, dev: in
     os.makedirs(folder, exist_ok=True)
     for split, count in (("train", train), ("dev", dev)):
         rows = ["sentence\tlabel"] + [f"{s}\t{label}" for s, label in (_review(rng) for _ in range(count))]
-        _atomic_write(os.path.join(folder, f"{split}.tsv"), "\n".join(rows) + "\n")
+        atomic_write_text(os.path.join(folder, f"{split}.tsv"), "\n".join(rows) + "\n")
     rows = ["index\tsentence"] + [f"{i}\t{_review(rng)[0]}" for i in range(test)]
-    _atomic_write(os.path.join(folder, "test.tsv"), "\n".join(rows) + "\n")
+    atomic_write_text(os.path.join(folder, "test.tsv"), "\n".join(rows) + "\n")
     return folder
 
 
@@ -100,16 +102,7 @@ def write_squad(path: str, num_paragraphs: int, seed: int) -> str:
     rng = random.Random(seed)
     data = {"version": "1.1", "data": [{"title": "demo_world",
                                         "paragraphs": [_paragraph(rng, i) for i in range(num_paragraphs)]}]}
-    return _atomic_write(path, json.dumps(data, indent=1))
-
-
-def _atomic_write(path: str, text: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def train_sentencepiece(corpus: str, model_prefix: str, vocab_size: int = 180) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 
+from albert_tf.fileio import atomic_write_text
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 _CHAPTER = re.compile(r"\s*CHAPTER [IVXLC]+\.?\s*")
 
@@ -37,10 +39,4 @@ def book_as_sentences(src: str | os.PathLike) -> str:
 
 def write_book_as_sentences(src: str | os.PathLike, dst: str | os.PathLike, copies: int = 1) -> str:
     """Writes `src` in the one-sentence-per-line format to `dst`, `copies` times over."""
-    block = book_as_sentences(src)
-    tmp = f"{dst}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for _ in range(copies):
-            f.write(block)
-    os.replace(tmp, dst)
-    return str(dst)
+    return atomic_write_text(dst, book_as_sentences(src) * copies)

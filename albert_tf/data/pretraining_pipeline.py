@@ -36,6 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Iterator, NamedTuple
 
+from albert_tf.fileio import atomic_write_text
 from albert_tf.data.pretraining_features import ExampleSerializer
 from albert_tf.data.pretraining_instances import (
     InstanceOptions,
@@ -411,11 +412,7 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
 
 
 def _write_json_atomic(path: str, payload: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2, sort_keys=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=False) + "\n")
 
 
 def create_pretraining_data(config: PipelineConfig) -> dict:

@@ -24,12 +24,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 from typing import Iterable, Protocol, Sequence
 
 import tensorflow as tf
 
-from albert_tf.glue.outputs import atomic_write_text
+from albert_tf.fileio import atomic_output, atomic_write_text
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
 # Bump when the record contents change for the same inputs (invalidates caches).
@@ -142,22 +141,12 @@ def write_features(
     tokenizer: Tokenizer,
 ) -> int:
     """Streams examples into a TFRecord file (atomically); returns the number written."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
     count = 0
-    try:
-        with tf.io.TFRecordWriter(tmp) as writer:
-            for example in examples:
-                features = convert_example(example, spec, max_seq_length, tokenizer)
-                writer.write(to_tf_example(features, spec.is_regression).SerializeToString())
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_output(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+        for example in examples:
+            features = convert_example(example, spec, max_seq_length, tokenizer)
+            writer.write(to_tf_example(features, spec.is_regression).SerializeToString())
+            count += 1
     return count
 
 

@@ -13,32 +13,16 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from albert_tf.fileio import atomic_write_text
 from albert_tf.glue.processors import InputExample, TaskSpec
 
 EVAL_RESULTS_FILE = "eval_results.txt"
 TEST_RESULTS_FILE = "test_results.tsv"
 SUBMIT_RESULTS_FILE = "submit_results.tsv"
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes `text` so that readers see the old file or the whole new one, never a part."""
-    path = os.fspath(path)
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def format_value(value) -> str:

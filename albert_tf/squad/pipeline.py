@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.fileio import atomic_write_text
 from albert_tf.keras import keras
 from albert_tf.squad import data, heads, postprocess, records
 
@@ -201,6 +202,6 @@ def predict(model: keras.Model, s: SquadSettings, predict_file: str, predict_fea
         for path in postprocess.write_prediction_files(output_dir, answers):
             logging.info("Wrote %s", path)
         if metrics is not None:
-            records.atomic_write_text(os.path.join(output_dir, EVAL_RESULTS_FILE),
+            atomic_write_text(os.path.join(output_dir, EVAL_RESULTS_FILE),
                                       postprocess.format_eval_results(metrics))
     return answers, metrics

@@ -34,7 +34,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from albert_tf.squad.data import SquadExample
-from albert_tf.squad.records import FeatureMeta, atomic_write_text
+from albert_tf.fileio import atomic_write_text
+from albert_tf.squad.records import FeatureMeta
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"

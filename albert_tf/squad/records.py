@@ -23,12 +23,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from typing import Any
 
 import tensorflow as tf
 
 from albert_tf import tokenization
+from albert_tf.fileio import atomic_output, atomic_write_text
 from albert_tf.squad import data, features
 
 FORMAT_VERSION = 1
@@ -101,27 +101,6 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _temp_path(path: str) -> str:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
-    return tmp
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    """Readers see the old file or the whole new one, never a part."""
-    tmp = _temp_path(path)
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def _load_side_file(side_file: str, key: str) -> dict | None:
     try:
         with open(side_file, encoding="utf-8") as f:
@@ -179,24 +158,17 @@ def _build(input_file: str, record_file: str, side_file: str, spm_model_file: st
     sp_model = tokenization.load_spm_model(spm_model_file)
     stats = features.ConversionStats()
     metas: list[dict[str, Any]] = []
-    tmp = _temp_path(record_file)
-    try:
-        with tf.io.TFRecordWriter(tmp) as writer:
-            for feature in features.convert_examples_to_features(
-                    examples, sp_model, settings["max_seq_length"], settings["doc_stride"],
-                    settings["max_query_length"], is_training, settings["do_lower_case"], stats):
-                writer.write(_to_tf_example(feature, is_training))
-                if not is_training:
-                    metas.append(dataclasses.asdict(FeatureMeta(
-                        feature.unique_id, feature.example_index, feature.doc_span_index,
-                        feature.doc_offset, feature.tok_start_to_orig_index,
-                        feature.tok_end_to_orig_index,
-                        [bool(x) for x in feature.token_is_max_context])))
-        os.replace(tmp, record_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
+        for feature in features.convert_examples_to_features(
+                examples, sp_model, settings["max_seq_length"], settings["doc_stride"],
+                settings["max_query_length"], is_training, settings["do_lower_case"], stats):
+            writer.write(_to_tf_example(feature, is_training))
+            if not is_training:
+                metas.append(dataclasses.asdict(FeatureMeta(
+                    feature.unique_id, feature.example_index, feature.doc_span_index,
+                    feature.doc_offset, feature.tok_start_to_orig_index,
+                    feature.tok_end_to_orig_index,
+                    [bool(x) for x in feature.token_is_max_context])))
     if stats.fallback_alignments:
         log.warning("%s: %d of %d contexts (%d questions) needed the fallback alignment "
                     "(the original would have dropped those questions)", input_file,
