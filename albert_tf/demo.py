@@ -1,89 +1,220 @@
-"""`make demo`: a small real job on built-in defaults, no data or network needed.
+"""`make demo`: the whole system on built-in data, in a few minutes on 2 CPU cores.
 
-Steps (each calls the real code or driver as a user would):
-  1. build each release config and print its parameter count;
-  2. write a fresh Google-format (TF1) checkpoint of a tiny model;
-  3. convert it with convert_checkpoint.py, TF1 -> albert_tf -> TF1;
-  4. load the converted checkpoint and run the model on a batch of ids.
+No data, checkpoint or network is needed (beyond installing packages). Each step
+runs a real driver with flags, as a user would, and prints the command:
+
+  1. write a synthetic corpus, an SST-2-format task and SQuAD-format files (albert_tf.demo_data);
+  2. train a SentencePiece model with the original's spm_train settings, scaled down;
+  3. create_pretraining_data.py -> TFRecords;
+  4. run_pretraining.py: a tiny ALBERT (loss printed as it falls), with eval;
+  5. convert_checkpoint.py: albert_tf -> Google TF1 format -> albert_tf;
+  6. run_classifier.py on the sentiment task, starting from the TF1-format checkpoint;
+  7. run_squad.py (SQuAD 1.1 head) train + predict;
+  8. export_model.py, then the SavedModel is queried with raw sentences.
+It ends with a table of results and where every output went.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQ = 64
+TINY_CONFIG = {"embedding_size": 32, "hidden_size": 96, "num_hidden_layers": 4, "num_hidden_groups": 1,
+               "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 192, "hidden_act": "gelu",
+               "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+               "max_position_embeddings": SEQ, "type_vocab_size": 2, "initializer_range": 0.02}
 
 
-def _step(title: str) -> None:
-    print(f"\n== {title}", flush=True)
+class Demo:
+    def __init__(self, output_dir: str, quick: bool):
+        self.out = os.path.abspath(output_dir)
+        self.quick = quick
+        self.started = time.time()
+        self.step_number = 0
+        os.makedirs(self.out, exist_ok=True)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.out, *parts)
+
+    def step(self, title: str) -> None:
+        self.step_number += 1
+        print(f"\n== [{self.step_number}/8, {time.time() - self.started:.0f}s] {title}", flush=True)
+
+    def driver(self, script: str, **flags) -> str:
+        """Runs a top-level driver; echoes its command and output; returns its stderr log."""
+        args = [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}")
+                for k, v in flags.items()]
+        print("$ python " + " ".join([script, *args]), flush=True)
+        log_path = self.path("logs", os.path.splitext(script)[0] + ".log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        process = subprocess.Popen([sys.executable, os.path.join(REPO, script), *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env, cwd=self.out)
+        lines = []
+        with open(log_path, "a", encoding="utf-8") as log:
+            for line in process.stdout:
+                log.write(line)
+                lines.append(line)
+                if _worth_showing(line):
+                    print("   " + _shorten(line.rstrip()), flush=True)
+        if process.wait() != 0:
+            print("".join(lines[-30:]), file=sys.stderr)
+            raise SystemExit(f"demo step failed: {script} exited with {process.returncode} (log: {log_path})")
+        return "".join(lines)
 
 
-def _run_driver(script: str, *flags: str) -> None:
-    command = [sys.executable, os.path.join(REPO, script), *flags]
-    print("$ " + " ".join(os.path.relpath(c, os.getcwd()) if c.startswith(REPO) else c for c in command), flush=True)
-    subprocess.run(command, check=True)
+def _worth_showing(line: str) -> bool:
+    keep = ("step ", "loss", "wrote", "exported", "eval ", "Resumed", "accuracy", "exact", "f1", "saved",
+            "training finished", "error", "instances", "loaded", "predictions", "best")
+    noise = ("Sharding callback", "TFRecordDataset", "cuda", "absl::", "oneDNN")
+    return any(k in line for k in keep) and not any(n in line for n in noise)
+
+
+def _shorten(line: str) -> str:
+    line = re.sub(r"^[IWE]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ", "", line)  # absl's log prefix
+    return line if len(line) < 200 else line[:197] + "..."
+
+
+def _read_results(path: str) -> dict[str, str]:
+    results = {}
+    if os.path.exists(path):
+        for line in open(path, encoding="utf-8"):
+            if " = " in line:
+                key, value = line.strip().split(" = ", 1)
+                results[key] = value
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="demo_output")
+    parser.add_argument("--quick", action="store_true", help="fewer steps (for tests): checks the plumbing only")
     args = parser.parse_args(argv)
-    output_dir = os.path.abspath(args.output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    started = time.time()
+    demo = Demo(args.output_dir, args.quick)
+    scale = 0.2 if args.quick else 1.0
+    steps = lambda n: max(10, int(n * scale))  # noqa: E731
 
+    from albert_tf import demo_data
+
+    demo.step("built-in data: corpus, SST-2-format task, SQuAD-format files")
+    corpus = demo_data.write_corpus(demo.path("data", "corpus.txt"), num_documents=int(1500 * scale) or 50)
+    glue_dir = os.path.dirname(demo_data.write_sentiment_task(demo.path("data", "glue")))
+    squad_train = demo_data.write_squad(demo.path("data", "squad_train.json"), num_paragraphs=120, seed=3)
+    squad_dev = demo_data.write_squad(demo.path("data", "squad_dev.json"), num_paragraphs=20, seed=4)
+    print(f"   {corpus}\n   {glue_dir}/SST-2/{{train,dev,test}}.tsv\n   {squad_train}\n   {squad_dev}")
+
+    demo.step("SentencePiece model (the original's spm_train settings, scaled down)")
+    spm_model = demo_data.train_sentencepiece(corpus, demo.path("data", "spm"))
+    import sentencepiece
+
+    vocab_size = sentencepiece.SentencePieceProcessor(model_file=spm_model).get_piece_size()
+    print(f"   {spm_model}: {vocab_size} pieces")
+    config_file = demo.path("albert_config.json")
+    with open(config_file, "w", encoding="utf-8") as f:
+        json.dump({"vocab_size": vocab_size, **TINY_CONFIG}, f, indent=2)
+
+    demo.step("create_pretraining_data.py")
+    records = demo.path("data", "pretrain.tfrecord")
+    demo.driver("create_pretraining_data.py", input_file=corpus, output_file=records, spm_model_file=spm_model,
+                max_seq_length=SEQ, max_predictions_per_seq=10, dupe_factor=3, num_workers=2, random_seed=12345)
+
+    demo.step("run_pretraining.py (tiny ALBERT, LAMB)")
+    pretrain_dir = demo.path("pretraining")
+    train_steps = steps(400)
+    log = demo.driver("run_pretraining.py", albert_config_file=config_file, input_file=records,
+                      output_dir=pretrain_dir, max_seq_length=SEQ, max_predictions_per_seq=10,
+                      train_batch_size=32, eval_batch_size=32, num_train_steps=train_steps,
+                      num_warmup_steps=max(1, train_steps // 10), learning_rate=0.01, optimizer="lamb",
+                      save_checkpoints_steps=max(1, train_steps // 2), iterations_per_loop=25, log_steps=25,
+                      do_eval=True, max_eval_steps=10)
+    losses = [float(v) for v in re.findall(r"step \d+/\d+: loss = ([0-9.]+)", log)]
+    pretrain_results = _read_results(os.path.join(pretrain_dir, "eval_results.txt"))
+
+    demo.step("convert_checkpoint.py: albert_tf -> Google TF1 format -> albert_tf")
+    google_dir = demo.path("google_format")
+    demo.driver("convert_checkpoint.py", checkpoint_to_convert=pretrain_dir, albert_config_file=config_file,
+                converted_checkpoint=os.path.join(google_dir, "model.ckpt"), direction="tf2_to_tf1")
+    demo.driver("convert_checkpoint.py", checkpoint_to_convert=os.path.join(google_dir, "model.ckpt"),
+                albert_config_file=config_file, converted_checkpoint=demo.path("albert_tf_format", "model.ckpt"),
+                direction="tf1_to_tf2")
+
+    demo.step("run_classifier.py on the sentiment task (GLUE SST-2 format)")
+    classifier_dir = demo.path("classifier")
+    demo.driver("run_classifier.py", task_name="sst-2", data_dir=glue_dir, albert_config_file=config_file,
+                spm_model_file=spm_model, init_checkpoint=os.path.join(google_dir, "model.ckpt"),
+                output_dir=classifier_dir, do_train=True, do_eval=True, do_predict=True, max_seq_length=32,
+                train_batch_size=32, eval_batch_size=32, predict_batch_size=32, learning_rate=5e-4,
+                train_step=steps(300), warmup_step=steps(30), save_checkpoints_steps=steps(150),
+                iterations_per_loop=25, log_steps=25, export_dir=demo.path("classifier_export"))
+    classifier_results = _read_results(os.path.join(classifier_dir, "eval_results.txt"))
+
+    demo.step("run_squad.py (SQuAD 1.1 head): train, then predict")
+    squad_dir = demo.path("squad")
+    demo.driver("run_squad.py", albert_config_file=config_file, spm_model_file=spm_model,
+                init_checkpoint=os.path.join(google_dir, "model.ckpt"), train_file=squad_train,
+                predict_file=squad_dev, output_dir=squad_dir, do_train=True, do_predict=True,
+                max_seq_length=SEQ, doc_stride=32, max_query_length=16, train_batch_size=32,
+                predict_batch_size=32, learning_rate=3e-3, num_train_epochs=3.0 if not args.quick else 0.5,
+                save_checkpoints_steps=1000, iterations_per_loop=25, log_steps=25)
+    squad_results = _read_results(os.path.join(squad_dir, "eval_results.txt"))
+
+    demo.step("export_model.py, then query the SavedModel with raw sentences")
+    export_dir = demo.path("hub_export")
+    demo.driver("export_model.py", albert_config_file=config_file, checkpoint=pretrain_dir,
+                spm_model_file=spm_model, export_path=export_dir, max_seq_length=SEQ)
+    query = _query_export(export_dir)
+
+    rows = [
+        ("pretraining loss (first -> last logged)", f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "?"),
+        ("pretraining masked_lm_accuracy (eval)", pretrain_results.get("masked_lm_accuracy", "?")),
+        ("pretraining sentence_order_accuracy (eval)", pretrain_results.get("sentence_order_accuracy", "?")),
+        ("sentiment dev accuracy (run_classifier)", classifier_results.get("eval_accuracy", "?")),
+        ("demo-SQuAD exact / F1 (run_squad)", f"{squad_results.get('exact_match', '?')} / {squad_results.get('f1', '?')}"),
+        ("SavedModel fill-in: 'alice lives in [MASK] .'", query),
+    ]
+    print(f"\n== results ({time.time() - demo.started:.0f}s)")
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"  {name.ljust(width)}  {value}")
+    print("\noutputs:")
+    for name, path in [("data, SentencePiece model", demo.path("data")), ("pretraining", pretrain_dir),
+                       ("Google TF1-format checkpoint", google_dir), ("classifier", classifier_dir),
+                       ("classifier SavedModel", demo.path("classifier_export")), ("SQuAD", squad_dir),
+                       ("hub-style SavedModel", export_dir), ("driver logs", demo.path("logs"))]:
+        print(f"  {name.ljust(30)} {path}")
+    return 0
+
+
+def _query_export(export_dir: str) -> str:
+    """Loads the exported SavedModel as a user would and asks it a couple of things."""
     import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
-    from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
-    from albert_tf.checkpoints import save_tf1_checkpoint
-    from albert_tf.modeling.models import build
+    loaded = tf.saved_model.load(export_dir)
+    text = loaded.signatures["serving_default"](text=tf.constant(["alice lives in paris .", "the film was superb ."]))
+    print(f"   serving_default: pooled_output {tuple(text['pooled_output'].shape)}, "
+          f"sequence_output {tuple(text['sequence_output'].shape)}")
+    info = loaded.signatures["tokenization_info"]()
+    tokenizer_file = info["vocab_file"].numpy().decode()
+    from albert_tf.tokenization import FullTokenizer
 
-    _step("1. release configs")
-    for name in AlbertConfig.preset_names():
-        model = build(AlbertModel(AlbertConfig.preset(name, 2)))
-        print(f"albert_{name}_v2: {model.count_params():,} parameters (encoder)", flush=True)
-        del model
-
-    _step("2. a fresh Google-format checkpoint of a tiny model")
-    config = AlbertConfig(vocab_size=1000, embedding_size=32, hidden_size=64, num_hidden_layers=4,
-                          num_hidden_groups=2, inner_group_num=1, num_attention_heads=4,
-                          intermediate_size=128, max_position_embeddings=64)
-    config_file = os.path.join(output_dir, "albert_config.json")
-    config.to_json_file(config_file)
-    tf1_dir = os.path.join(output_dir, "google_format")
-    original = build(AlbertPretrainer(config))
-    save_tf1_checkpoint(original, os.path.join(tf1_dir, "model.ckpt"))
-    print(f"wrote {tf1_dir}/model.ckpt with Google's variable names")
-
-    _step("3. convert TF1 -> albert_tf -> TF1 with convert_checkpoint.py")
-    ours_dir = os.path.join(output_dir, "albert_tf_format")
-    back_dir = os.path.join(output_dir, "google_format_again")
-    _run_driver("convert_checkpoint.py", f"--checkpoint_to_convert={tf1_dir}/model.ckpt",
-                f"--albert_config_file={config_file}", f"--converted_checkpoint={ours_dir}/model.ckpt",
-                "--direction=tf1_to_tf2")
-    _run_driver("convert_checkpoint.py", f"--checkpoint_to_convert={ours_dir}/model.ckpt",
-                f"--albert_config_file={config_file}", f"--converted_checkpoint={back_dir}/model.ckpt",
-                "--direction=tf2_to_tf1")
-
-    _step("4. run the converted model")
-    model = AlbertPretrainer(config)
-    print(load_checkpoint(model, ours_dir).summary())
-    ids = np.array([[2, 48, 25, 21, 1289 % 1000, 3, 0, 0]], np.int32)
-    inputs = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids),
-              "masked_lm_positions": np.array([[1, 2]], np.int32)}
-    mine, theirs = model(inputs), original(inputs)
-    diff = float(np.abs(mine["sequence_output"].numpy() - theirs["sequence_output"].numpy()).max())
-    print(f"sequence_output {tuple(mine['sequence_output'].shape)}, pooled_output "
-          f"{tuple(mine['pooled_output'].shape)}, mlm_logits {tuple(mine['mlm_logits'].shape)}")
-    print(f"max |converted - original| = {diff:.2e}")
-
-    print(f"\ndone in {time.time() - started:.0f}s; outputs in {output_dir}:")
-    for path in (config_file, tf1_dir, ours_dir, back_dir):
-        print(f"  {path}")
-    return 0 if diff == 0.0 else 1
+    tokenizer = FullTokenizer(spm_model_file=tokenizer_file, do_lower_case=bool(info["do_lower_case"].numpy()))
+    pieces = ["[CLS]", *tokenizer.tokenize("alice lives in"), "[MASK]", *tokenizer.tokenize("."), "[SEP]"]
+    ids = np.array([tokenizer.convert_tokens_to_ids(pieces)], np.int32)
+    position = pieces.index("[MASK]")
+    out = loaded.signatures["mlm"](input_ids=tf.constant(ids), input_mask=tf.ones_like(ids),
+                                   segment_ids=tf.zeros_like(ids), mlm_positions=tf.constant([[position]]))
+    top = np.argsort(-out["mlm_logits"].numpy()[0, 0])[:3]
+    guesses = ", ".join(tokenizer.convert_ids_to_tokens([int(i)])[0] for i in top)
+    print(f"   mlm: top pieces for [MASK] in 'alice lives in [MASK] .': {guesses}")
+    return guesses
 
 
 if __name__ == "__main__":
