@@ -65,6 +65,8 @@ def test_summaries_and_console_line(reference_plain, scalars, caplog, train_toy,
     assert list(eval_losses) == [6] and eval_losses[6] == pytest.approx(reference_plain["eval"]["loss"])
 
     caplog.set_level(std_logging.INFO)
+    # absl's logger keeps its own level (WARNING once any test has parsed absl flags).
+    caplog.set_level(std_logging.INFO, logger="absl")
     train_toy(tmp_path, dropout=0.0, num_train_steps=4, log_steps=2)
     lines = [r.getMessage() for r in caplog.records if "/4: loss = " in r.getMessage()]
     assert [line.split(":")[0] for line in lines] == ["step 2/4", "step 4/4"]
