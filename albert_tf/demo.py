@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 init_checkpoint=os.path.join(google_dir, "model.ckpt"), train_file=squad_train,
                 predict_file=squad_dev, output_dir=squad_dir, do_train=True, do_predict=True,
                 max_seq_length=SEQ, doc_stride=32, max_query_length=16, train_batch_size=32,
-                predict_batch_size=32, learning_rate=3e-3, num_train_epochs=3.0 if not args.quick else 0.5,
+                predict_batch_size=32, learning_rate=1e-3, num_train_epochs=8.0 if not args.quick else 0.5,
                 save_checkpoints_steps=1000, iterations_per_loop=25, log_steps=25)
     squad_results = _read_results(os.path.join(squad_dir, "eval_results.txt"))
 
