@@ -9,9 +9,9 @@ tools read our checkpoints. Optimizer slots and global_step are not carried over
 """
 from __future__ import annotations
 
-import sys
-
 from absl import app, flags
+
+from albert_tf.cli import reports_errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint_to_convert", None, "Checkpoint prefix or directory to read.")
@@ -31,28 +31,21 @@ for _name in ("checkpoint_to_convert", "albert_config_file", "converted_checkpoi
     flags.mark_flag_as_required(_name)
 
 
+@reports_errors
 def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
-    from albert_tf.checkpoints import (CheckpointError, load_checkpoint, save_model_checkpoint,
-                                       save_tf1_checkpoint)
-    from albert_tf.config import ConfigError
+    from albert_tf.checkpoints import CheckpointError, load_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
-    try:
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-        model_class = AlbertModel if FLAGS.converted_model == "encoder" else AlbertPretrainer
-        model = model_class(config)
-        report = load_checkpoint(model, FLAGS.checkpoint_to_convert,
-                                 allow_missing_heads=FLAGS.allow_missing_heads,
-                                 init_from_group0=FLAGS.init_from_group0)
-        expected = "tf1" if FLAGS.direction == "tf1_to_tf2" else "tf2"
-        if report.format != expected:
-            raise CheckpointError(
-                f"--direction={FLAGS.direction} expects a {expected} checkpoint, but "
-                f"{report.path} is in {report.format} format")
-    except (CheckpointError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    model_class = AlbertModel if FLAGS.converted_model == "encoder" else AlbertPretrainer
+    model = model_class(config)
+    report = load_checkpoint(model, FLAGS.checkpoint_to_convert, allow_missing_heads=FLAGS.allow_missing_heads,
+                             init_from_group0=FLAGS.init_from_group0)
+    expected = "tf1" if FLAGS.direction == "tf1_to_tf2" else "tf2"
+    if report.format != expected:
+        raise CheckpointError(f"--direction={FLAGS.direction} expects a {expected} checkpoint, but "
+                              f"{report.path} is in {report.format} format")
     print(report.summary())
     save = save_model_checkpoint if FLAGS.direction == "tf1_to_tf2" else save_tf1_checkpoint
     path = save(model, FLAGS.converted_checkpoint)

@@ -14,10 +14,10 @@ import sys
 
 from absl import app, flags
 
+from albert_tf.cli import reports_errors
 from albert_tf.data.pretraining_instances import InstanceOptions
 from albert_tf.data.pretraining_pipeline import (
     PipelineConfig,
-    PretrainingDataError,
     create_pretraining_data,
     default_summary_file,
     resolve_input_files,
@@ -97,14 +97,11 @@ def config_from_flags() -> PipelineConfig:
     )
 
 
+@reports_errors
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        summary = create_pretraining_data(config_from_flags())
-    except PretrainingDataError as err:
-        sys.stderr.write(f"create_pretraining_data: error: {err}\n")
-        sys.exit(1)
+    summary = create_pretraining_data(config_from_flags())
     sys.stderr.write(
         f"create_pretraining_data: wrote {summary['instances']} instances to "
         f"{', '.join(summary['output_files'])}; summary in {summary['summary_file']}\n"

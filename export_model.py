@@ -8,9 +8,9 @@ module's signatures (tokens, mlm, sop, tokenization_info) plus a raw-text
 """
 from __future__ import annotations
 
-import sys
-
 from absl import app, flags
+
+from albert_tf.cli import reports_errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
@@ -27,22 +27,17 @@ for _name in ("albert_config_file", "checkpoint", "export_path"):
     flags.mark_flag_as_required(_name)
 
 
+@reports_errors
 def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.config import ConfigError
     from albert_tf.export import export_hub_module
 
-    try:
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-        model = AlbertPretrainer(config)
-        print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
-        path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,
-                                 FLAGS.do_lower_case, FLAGS.max_seq_length)
-    except (CheckpointError, ConfigError, ValueError, FileNotFoundError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    model = AlbertPretrainer(config)
+    print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
+    path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,
+                             FLAGS.do_lower_case, FLAGS.max_seq_length)
     print(f"exported SavedModel to {path} (signatures: tokens, mlm, sop, tokenization_info, serving_default)")
     return 0
 

@@ -20,9 +20,11 @@ logs (train: output_dir, eval: output_dir/eval); with --export_dir a SavedModel 
 from __future__ import annotations
 
 import math
-import sys
 
 from absl import app, flags, logging
+
+from albert_tf.cli import reports_errors
+from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
 
@@ -59,7 +61,7 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save (and, wi
 flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep (model.ckpt-best is "
                      "kept apart).")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Training steps per tf.function call.")
-flags.DEFINE_string("optimizer", "adamw", "Optimizer: adamw or lamb.")
+flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
@@ -132,20 +134,16 @@ def _job_from_flags():
     )
 
 
+@reports_errors
 def main(argv) -> int:
     del argv
     from albert_tf.glue.runner import run_job
     from albert_tf.training import strategy_from_flags
 
     logging.set_verbosity(logging.INFO)
-    try:
-        job = _job_from_flags()
-        strategy = strategy_from_flags(FLAGS)
-        produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
-    except (ValueError, FileNotFoundError) as e:
-        # Bad flags or data: one clear line and a non-zero exit, not a traceback.
-        print(f"run_classifier.py: error: {e}", file=sys.stderr)
-        return 2
+    job = _job_from_flags()
+    strategy = strategy_from_flags(FLAGS)
+    produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
     for name, value in produced.items():
         logging.info("%s: %s", name, value)
     return 0

@@ -7,10 +7,11 @@ command resumes from the latest checkpoint in --output_dir.
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import app, flags
 
+from albert_tf.cli import reports_errors
+from albert_tf.training.optimizers import OPTIMIZERS
 from albert_tf.training import distribution
 
 FLAGS = flags.FLAGS
@@ -25,7 +26,7 @@ flags.DEFINE_bool("do_train", True, "Whether to train.")
 flags.DEFINE_bool("do_eval", False, "Whether to evaluate every saved checkpoint (best kept as model.ckpt-best).")
 flags.DEFINE_integer("train_batch_size", 4096, "Global batch size of one update.")
 flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.")
-flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "The optimizer.")
+flags.DEFINE_enum("optimizer", "lamb", list(OPTIMIZERS), "The optimizer.")
 flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
 flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
 flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
@@ -50,61 +51,52 @@ def _check_flags() -> None:
         raise ValueError("--do_eval needs --input_file")
 
 
+@reports_errors
 def main(argv) -> int:
     del argv
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.config import ConfigError
     from albert_tf.pretraining import eval_summary, pretraining_task
-    from albert_tf.training import (BestCheckpointKeeper, NonFiniteLossError, TrainConfig, Trainer,
-                                    create_optimizer, write_eval_results)
+    from albert_tf.training import BestCheckpointKeeper, TrainConfig, Trainer, create_optimizer, write_eval_results
     from albert_tf.training.checkpointing import all_checkpoints
 
-    try:
-        _check_flags()
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-        strategy = distribution.strategy_from_flags()
-        task = pretraining_task(
-            config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-            FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
-            FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy))
-        train_config = TrainConfig(
-            output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
-            train_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
-            save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-            log_steps=FLAGS.log_steps, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-            enable_xla=FLAGS.enable_xla, seed=FLAGS.seed)
+    _check_flags()
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    strategy = distribution.strategy_from_flags()
+    task = pretraining_task(
+        config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+        FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
+        FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy))
+    train_config = TrainConfig(
+        output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
+        train_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        log_steps=FLAGS.log_steps, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+        enable_xla=FLAGS.enable_xla, seed=FLAGS.seed)
 
-        def optimizer_fn():
-            return create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
-                                    FLAGS.optimizer, FLAGS.poly_power, FLAGS.start_warmup_step)
+    def optimizer_fn():
+        return create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                FLAGS.optimizer, FLAGS.poly_power, FLAGS.start_warmup_step)
 
-        trainer = Trainer(task, strategy, optimizer_fn, train_config)
-        if FLAGS.do_train:
-            result = trainer.train()
-            print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
-        if FLAGS.do_eval:
-            keeper = BestCheckpointKeeper(FLAGS.output_dir, "masked_lm_accuracy")
-            checkpoints = all_checkpoints(FLAGS.output_dir)
-            if not checkpoints:
-                raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
-            results_path = os.path.join(FLAGS.output_dir, "eval_results.txt")
-            for path in checkpoints:
-                results = eval_summary(trainer.evaluate(FLAGS.max_eval_steps, checkpoint_path=path))
-                if trainer.worker.is_chief:
-                    keeper.update(path, results)
-                    write_eval_results(results_path, results, append=path != checkpoints[0])
-                print(f"eval {os.path.basename(path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
+    trainer = Trainer(task, strategy, optimizer_fn, train_config)
+    if FLAGS.do_train:
+        result = trainer.train()
+        print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
+    if FLAGS.do_eval:
+        keeper = BestCheckpointKeeper(FLAGS.output_dir, "masked_lm_accuracy")
+        checkpoints = all_checkpoints(FLAGS.output_dir)
+        if not checkpoints:
+            raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
+        results_path = os.path.join(FLAGS.output_dir, "eval_results.txt")
+        for path in checkpoints:
+            results = eval_summary(trainer.evaluate(FLAGS.max_eval_steps, checkpoint_path=path))
             if trainer.worker.is_chief:
-                print(f"eval results in {results_path}; best checkpoint {keeper.best_prefix}")
-    except NonFiniteLossError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (ValueError, ConfigError, CheckpointError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+                keeper.update(path, results)
+                write_eval_results(results_path, results, append=path != checkpoints[0])
+            print(f"eval {os.path.basename(path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
+        if trainer.worker.is_chief:
+            print(f"eval results in {results_path}; best checkpoint {keeper.best_prefix}")
     return 0
 
 

@@ -24,9 +24,11 @@ Differences from the original, on purpose:
 from __future__ import annotations
 
 import os
-import sys
 
 from absl import app, flags
+
+from albert_tf.cli import reports_errors
+from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
 
@@ -60,7 +62,7 @@ flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear 
 flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop.")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "Optimizer (the original used AdamW).")
+flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer (the original used AdamW).")
 flags.DEFINE_integer("n_best_size", 20, "Answers kept per question in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
@@ -103,63 +105,59 @@ def _validate(config) -> list[str]:
                  "max_answer_length", "start_n_top", "end_n_top"):
         if getattr(f, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(f, name)}")
-    if f.version_2_with_negative and f.start_n_top > f.max_seq_length:
+    if f.version_2_with_negative and max(f.start_n_top, f.end_n_top) > f.max_seq_length:
         problems.append("--start_n_top/--end_n_top cannot exceed --max_seq_length")
     return problems
 
 
+@reports_errors
 def main(argv) -> int:
     del argv
-    from albert_tf.config import AlbertConfig, ConfigError
-    from albert_tf.squad import data, pipeline
-    from albert_tf.checkpoints import CheckpointError
+    from albert_tf.config import AlbertConfig
+    from albert_tf.squad import pipeline
     from albert_tf.training import strategy_from_flags
 
     f = FLAGS
-    try:
-        if not f.albert_config_file or not f.output_dir:
-            raise ValueError("--albert_config_file and --output_dir are required")
-        config = AlbertConfig.from_json_file(f.albert_config_file)
-        problems = _validate(config)
-        if problems:
-            raise ValueError("; ".join(problems))
-        os.makedirs(f.output_dir, exist_ok=True)
-        settings = pipeline.SquadSettings(
-            spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
-            do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
-            doc_stride=f.doc_stride, max_query_length=f.max_query_length,
-            n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
-            start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
-            null_score_diff_threshold=f.null_score_diff_threshold)
-        strategy = strategy_from_flags()
-        model = None
-        if f.do_train:
-            trainer = pipeline.train(
-                config, settings, strategy, f.train_file,
-                f.train_feature_file or os.path.join(f.output_dir, "train.tf_record"),
-                f.output_dir, train_batch_size=f.train_batch_size, learning_rate=f.learning_rate,
-                num_train_epochs=f.num_train_epochs, warmup_proportion=f.warmup_proportion,
-                optimizer=f.optimizer, init_checkpoint=f.init_checkpoint,
-                train_config_overrides=dict(
-                    steps_per_loop=f.iterations_per_loop,
-                    save_checkpoints_steps=f.save_checkpoints_steps,
-                    keep_checkpoint_max=f.keep_checkpoint_max, log_steps=f.log_steps,
-                    gradient_accumulation_steps=f.gradient_accumulation_steps,
-                    enable_xla=f.enable_xla, seed=f.seed))
-            model = trainer.model
-        if f.do_predict:
-            if model is None:
-                source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint)
-                model = pipeline.load_for_prediction(config, settings, strategy, source)
-            _, metrics = pipeline.predict(
-                model, settings, f.predict_file,
-                f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
-                f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
-            if metrics is not None:
-                print(pipeline.postprocess.format_eval_results(metrics), end="")
-    except (ValueError, ConfigError, CheckpointError, data.SquadFormatError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    if not f.albert_config_file or not f.output_dir:
+        raise ValueError("--albert_config_file and --output_dir are required")
+    config = AlbertConfig.from_json_file(f.albert_config_file)
+    problems = _validate(config)
+    if problems:
+        raise ValueError("; ".join(problems))
+    os.makedirs(f.output_dir, exist_ok=True)
+    settings = pipeline.SquadSettings(
+        spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
+        do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
+        doc_stride=f.doc_stride, max_query_length=f.max_query_length,
+        n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
+        start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
+        null_score_diff_threshold=f.null_score_diff_threshold)
+    strategy = strategy_from_flags()
+    model = None
+    if f.do_train:
+        trainer = pipeline.train(
+            config, settings, strategy, f.train_file,
+            f.train_feature_file or os.path.join(f.output_dir, "train.tf_record"),
+            f.output_dir, train_batch_size=f.train_batch_size, learning_rate=f.learning_rate,
+            num_train_epochs=f.num_train_epochs, warmup_proportion=f.warmup_proportion,
+            optimizer=f.optimizer, init_checkpoint=f.init_checkpoint,
+            train_config_overrides=dict(
+                steps_per_loop=f.iterations_per_loop,
+                save_checkpoints_steps=f.save_checkpoints_steps,
+                keep_checkpoint_max=f.keep_checkpoint_max, log_steps=f.log_steps,
+                gradient_accumulation_steps=f.gradient_accumulation_steps,
+                enable_xla=f.enable_xla, seed=f.seed))
+        model = trainer.model
+    if f.do_predict:
+        if model is None:
+            source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint)
+            model = pipeline.load_for_prediction(config, settings, strategy, source)
+        _, metrics = pipeline.predict(
+            model, settings, f.predict_file,
+            f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
+            f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
+        if metrics is not None:
+            print(pipeline.postprocess.format_eval_results(metrics), end="")
     return 0
 
 

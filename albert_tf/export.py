@@ -18,7 +18,7 @@ import shutil
 
 import tensorflow as tf
 
-from albert_tf.glue.export import pack_token_ids
+from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -106,11 +106,15 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} pieces but the ALBERT config's "
                          f"vocab_size is {pretrainer.config.vocab_size}: wrong tokenizer file for this model?")
     module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length)
-    tmp = export_path.rstrip("/") + ".tmp-export"
-    if tf.io.gfile.exists(tmp):
-        tf.io.gfile.rmtree(tmp)
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
-    if tf.io.gfile.exists(export_path):
-        shutil.rmtree(export_path)
-    os.replace(tmp, export_path)
+    export_path = os.path.abspath(export_path)
+    tmp, old = export_path + ".tmp-export", export_path + ".old-export"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tf.saved_model.save(module, tmp, signatures=module.signatures())
+        if os.path.exists(export_path):  # keep the previous export until the new one is in place
+            os.replace(export_path, old)
+        os.replace(tmp, export_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
     return export_path

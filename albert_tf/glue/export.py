@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from albert_tf.glue.features import MODEL_INPUTS, feature_spec
 from albert_tf.glue.processors import TaskSpec
+from albert_tf.tokenization.packing import pack_token_ids
 
 SERVING_EXAMPLES = "serving_default"
 SERVING_TEXT = "serving_text"
@@ -39,54 +40,6 @@ def is_pair_task(spec: TaskSpec) -> bool:
     """Whether the task's examples have a second text (its test split decides)."""
     layout = spec.splits.get("test") or next(iter(spec.splits.values()))
     return layout.text_b is not None
-
-
-def pack_token_ids(
-    ids_a: tf.RaggedTensor,
-    ids_b: tf.RaggedTensor | None,
-    max_seq_length: int,
-    cls_id: int,
-    sep_id: int,
-) -> dict[str, tf.Tensor]:
-    """`[CLS] A [SEP] (B [SEP])` from ragged token ids, truncated and padded like
-    `features.convert_example` (a row whose B has no tokens is packed as single)."""
-    la = ids_a.row_lengths()
-    if ids_b is None:
-        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids_a.dtype), tf.zeros_like(la))
-    lb = ids_b.row_lengths()
-    has_b = lb > 0
-    # Closed form of _truncate_seq_pair (trim the longer, ties trim B) on a budget of
-    # L-3 tokens: the shorter side is kept whole unless both exceed half the budget,
-    # in which case A keeps ceil(budget/2) and B the rest.
-    pair_budget = tf.constant(max_seq_length - 3, tf.int64)
-    keep_a_pair = tf.minimum(la, tf.maximum(pair_budget - lb, (pair_budget + 1) // 2))
-    keep_a = tf.where(has_b, keep_a_pair, tf.minimum(la, max_seq_length - 2))
-    keep_b = tf.where(has_b, tf.minimum(lb, pair_budget - keep_a), 0)
-
-    def head(ids, keep):
-        positions = tf.ragged.range(ids.row_lengths())
-        return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
-
-    def fill(value, lengths, dtype):
-        lengths = tf.cast(lengths, tf.int64)
-        return tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(lengths)], tf.cast(value, dtype)), lengths)
-
-    batch = tf.shape(la, out_type=tf.int64)[0]
-    ones = tf.ones([batch], tf.int64)
-    a, b = head(ids_a, keep_a), head(ids_b, keep_b)
-    dtype = ids_a.dtype
-    ids = tf.concat([fill(cls_id, ones, dtype), a, fill(sep_id, ones, dtype),
-                     b, fill(sep_id, tf.cast(has_b, tf.int64), dtype)], axis=1)
-    len_first = keep_a + 2
-    len_second = keep_b + tf.cast(has_b, tf.int64)
-    segments = tf.concat([fill(0, len_first, tf.int32), fill(1, len_second, tf.int32)], axis=1)
-    shape = [None, max_seq_length]
-    return {
-        "input_ids": tf.cast(ids, tf.int32).to_tensor(0, shape=shape),
-        "input_mask": tf.ones_like(segments).to_tensor(0, shape=shape),
-        "segment_ids": segments.to_tensor(0, shape=shape),
-    }
 
 
 class ClassifierServing(tf.Module):

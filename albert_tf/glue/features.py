@@ -2,7 +2,7 @@
 
 The TFRecord format is the original's (`file_based_convert_examples_to_features`):
 int64 `input_ids`, `input_mask`, `segment_ids` of length max_seq_length, `label_ids`
-(int64; float for STS-B) and `is_real_example`; `FEATURE_SPEC` below is the one
+(int64; float for STS-B) and `is_real_example`; `feature_spec()` below is the one
 place those names and types are written.
 
 What changes from the original:

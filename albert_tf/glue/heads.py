@@ -112,8 +112,7 @@ def loss_fn(outputs: Mapping[str, tf.Tensor], labels: tf.Tensor, regression: boo
     """Mean loss over the (weighted) examples of a batch, as the original's reduce_mean.
 
     `sample_weight` (e.g. `is_real_example`) excludes padding rows; a batch of only
-    padding gives 0. Under a distribution strategy divide per-replica sums by the
-    global batch instead (see `per_example_loss`).
+    padding gives 0. The training loop averages these per-replica means.
     """
     losses = per_example_loss(outputs["logits"], labels, regression)
     if sample_weight is None:

@@ -287,7 +287,7 @@ def run_job(job: GlueJob, strategy: tf.distribute.Strategy, do_train: bool, do_e
         model = train(job, strategy, evaluate=do_eval)
     if not worker_info(strategy).is_chief:
         return produced  # other workers only help train; the chief writes every file
-    elif do_eval:
+    if do_eval and not do_train:  # with do_train, train() evaluated each checkpoint as it was saved
         model = build_model(job)
         evaluator = CheckpointEvaluator(job, model)
         if not evaluator.pending() and not checkpointing.all_checkpoints(job.output_dir):

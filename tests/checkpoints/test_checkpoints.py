@@ -119,3 +119,22 @@ def test_convert_checkpoint_cli(reference, tmp_path):
                     f"--converted_checkpoint={tmp_path / 'tf1' / 'model.ckpt'}", "--direction=tf1_to_tf2")
     assert done.returncode == 1 and "expects a tf1 checkpoint" in done.stderr
     assert not (tmp_path / "tf1").exists()
+
+
+def test_convert_into_unwritable_place_is_one_error_line(reference, tmp_path):
+    folder, _ = reference
+    done = _convert(f"--checkpoint_to_convert={folder / 'model.ckpt'}",
+                    f"--albert_config_file={folder / 'albert_config.json'}",
+                    "--converted_checkpoint=/proc/no_such_place/model.ckpt", "--direction=tf1_to_tf2")
+    assert done.returncode == 1
+    assert "convert_checkpoint.py: error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_saving_keeps_other_checkpoints_in_the_state_file(tmp_path):
+    model = AlbertModel(_config())
+    model(model.dummy_inputs())
+    save_model_checkpoint(model, str(tmp_path / "model.ckpt-1"))
+    save_tf1_checkpoint(model, str(tmp_path / "model.ckpt-2"))
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model.ckpt-1", "model.ckpt-2"]
+    assert not list(tmp_path.glob("*tmp-write*"))

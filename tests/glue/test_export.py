@@ -9,6 +9,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import export, features, heads
 from albert_tf.glue.processors import InputExample, get_task_spec
+from albert_tf.tokenization.packing import pack_token_ids
 
 TINY = dict(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=64)
@@ -22,8 +23,8 @@ def test_pack_token_ids_matches_python_truncation():
     rng = random.Random(0)
     rows_a = [[rng.randint(5, 50) for _ in range(rng.randint(0, 12))] for _ in range(200)]
     rows_b = [[rng.randint(5, 50) for _ in range(rng.randint(0, 12))] for _ in range(200)]
-    packed = export.pack_token_ids(_ragged(rows_a), _ragged(rows_b), 9, cls_id=2, sep_id=3)
-    single = export.pack_token_ids(_ragged(rows_a), None, 9, cls_id=2, sep_id=3)
+    packed = pack_token_ids(_ragged(rows_a), _ragged(rows_b), 9, cls_id=2, sep_id=3)
+    single = pack_token_ids(_ragged(rows_a), None, 9, cls_id=2, sep_id=3)
 
     class Ids:  # a "tokenizer" whose texts are already ids
         def tokenize(self, text):
