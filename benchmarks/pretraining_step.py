@@ -166,7 +166,8 @@ def synthetic_records(path: str, count: int, seq: int, predictions: int, vocab: 
                 tokens, segments, [1] * seq, positions, ids, rng.randrange(2)))
 
 
-def run_ours(args) -> dict:
+def run_ours(args, tmp: str) -> dict:
+    """One configuration of ours; data, checkpoints and summaries go to `tmp`."""
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
@@ -179,7 +180,6 @@ def run_ours(args) -> dict:
     policy = set_mixed_precision("bf16" if args.precision == "bf16" else "none")
     config = AlbertConfig.preset("base", 2)
     budget = Budget(args.max_minutes)
-    tmp = tempfile.mkdtemp(prefix="albert_bench_")
     data = os.path.join(tmp, "synthetic.tfrecord")
     synthetic_records(data, 256, args.seq_length, args.max_predictions, config.vocab_size, args.seed)
     task = pretraining_task(config, data, args.seq_length, args.max_predictions,
@@ -417,7 +417,11 @@ def run_hf(args) -> dict:
 
 # ---------------------------------------------------------------- driver
 def worker_main(args) -> None:
-    result = run_hf(args) if args.worker == "hf" else run_ours(args)
+    if args.worker == "hf":
+        result = run_hf(args)
+    else:
+        with tempfile.TemporaryDirectory(prefix="albert_bench_") as tmp:
+            result = run_ours(args, tmp)
     tmp = args.result + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(result, f)
