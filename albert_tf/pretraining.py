@@ -15,15 +15,24 @@ MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss")
 
 
-def pretraining_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf.Tensor]):
+def loss_denominators(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The counts the two losses are normalized by, summed over a batch: sum of the MLM
+    weights and the number of examples (the loop sums them over the global batch)."""
+    return {"masked_lm": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
+            "sentence_order": tf.cast(tf.shape(features["next_sentence_labels"])[0], tf.float32)}
+
+
+def pretraining_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf.Tensor],
+                     denominators: Mapping[str, tf.Tensor] | None = None):
     """(loss, metrics) for one batch.
 
-    MLM loss = sum(w * nll) / (sum(w) + 1e-5) over the batch's masked positions,
-    SOP loss = mean cross-entropy; total = MLM + SOP (the original's arithmetic).
-    Under several replicas or micro-batches the loop averages these per-batch
-    losses, as the original's TPU cores did; it equals one big batch whenever
-    every example has the same number of predictions (max_predictions_per_seq is
-    reached, i.e. almost always at the recipe's sequence lengths).
+    MLM loss = sum(w * nll) / (sum(w) + 1e-5) over the masked positions, SOP loss =
+    mean cross-entropy; total = MLM + SOP: the original's arithmetic on one device.
+    With ``denominators`` (``loss_denominators`` summed over the whole global batch)
+    the sums run over this batch and the divisions by the global counts, so the
+    training loop's sum of these shares is the one-device loss of the global batch on
+    any topology.  (The original on TPU normalized per core and clipped per core
+    before summing; this project keeps one-device semantics everywhere.)
     Metrics are (numerator, denominator) pairs so eval sums are exact.
     """
     mlm_log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32), axis=-1)
@@ -31,15 +40,17 @@ def pretraining_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
     mlm_nll = -tf.reduce_sum(mlm_log_probs * tf.one_hot(labels, tf.shape(mlm_log_probs)[-1]), axis=-1)
     weight_sum = tf.reduce_sum(weights)
-    mlm_loss = tf.reduce_sum(weights * mlm_nll) / (weight_sum + 1e-5)
+    local = loss_denominators(features)
+    totals = local if denominators is None else denominators
+    mlm_loss = tf.reduce_sum(weights * mlm_nll) / (totals["masked_lm"] + 1e-5)
     mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_log_probs, -1, output_type=tf.int32), labels), tf.float32)
 
     sop_log_probs = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32), axis=-1)
     sop_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
     sop_nll = -tf.reduce_sum(sop_log_probs * tf.one_hot(sop_labels, 2), axis=-1)
-    sop_loss = tf.reduce_mean(sop_nll)
+    sop_loss = tf.reduce_sum(sop_nll) / totals["sentence_order"]
     sop_correct = tf.cast(tf.equal(tf.argmax(sop_log_probs, -1, output_type=tf.int32), sop_labels), tf.float32)
-    count = tf.cast(tf.size(sop_labels), tf.float32)
+    count = local["sentence_order"]
 
     metrics = {
         "masked_lm_accuracy": (tf.reduce_sum(weights * mlm_correct), weight_sum),
@@ -69,7 +80,8 @@ def pretraining_task(
                          f"({config.max_position_embeddings}) of the ALBERT config")
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        return pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq)
+        features = pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq)
+        return check_token_ids(features, config.vocab_size)
 
     def dataset_fn(global_batch: int, is_training: bool):
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -78,9 +90,9 @@ def pretraining_task(
                 input_context=context, seed=seed, drop_remainder=drop_remainder or is_training)
         return make
 
-    def loss_fn(model, features, training):
+    def loss_fn(model, features, training, denominators=None):
         outputs = model({name: features[name] for name in MODEL_INPUTS}, training=training)
-        return pretraining_loss(outputs, features)
+        return pretraining_loss(outputs, features, denominators)
 
     def init_fn(model) -> None:
         from absl import logging
@@ -98,7 +110,27 @@ def pretraining_task(
         train_dataset_fn=dataset_fn(train_batch_size, True) if input_file else None,
         eval_dataset_fn=dataset_fn(eval_batch_size, False) if input_file else None,
         init_fn=init_fn if init_checkpoint else None,
+        loss_denominators_fn=loss_denominators,
     )
+
+
+VOCAB_MISMATCH = "token id out of range"
+
+
+def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str, tf.Tensor]:
+    """Stops the input pipeline with a clear line when the data holds an id >= vocab_size
+    (an embedding lookup would fail with an opaque error, or silently on some devices)."""
+    largest = tf.reduce_max(tf.concat([tf.reshape(tf.cast(features[name], tf.int64), [-1])
+                                       for name in ("input_ids", "masked_lm_ids")], 0))
+    check = tf.debugging.assert_less(
+        largest, tf.constant(vocab_size, tf.int64),
+        message=(f"{VOCAB_MISMATCH}: the pretraining data holds a token id >= vocab_size {vocab_size} of "
+                 f"albert_config.json; the data was probably made with a SentencePiece model (or vocab) "
+                 f"of another size than the config's. Largest id in the record:"),
+        summarize=1)
+    with tf.control_dependencies([check]):
+        features["input_ids"] = tf.identity(features["input_ids"])
+    return features
 
 
 def eval_summary(results: Mapping[str, Any]) -> dict[str, Any]:

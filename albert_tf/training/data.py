@@ -1,8 +1,15 @@
-"""TFRecord input pipelines for the training loop: read, shard, shuffle, parse, batch.
+"""TFRecord input pipelines for the training loop: read, shuffle, slice, parse, batch.
 
-Every pipeline here is deterministic given its ``seed`` (no sloppy interleave), so a
-run restarted from a checkpoint (which stores the iterator's position, see
-``loop.py``) sees exactly the batches the uninterrupted run would have seen.
+Every pipeline here is deterministic given its ``seed`` (no sloppy interleave).  Training
+data is one global stream of batches that does not depend on the topology: every worker
+reads the same seeded stream of records, groups it into global batches of
+``per-replica batch × replicas`` and keeps only its replicas' rows (contiguous: global
+replica ``r`` gets rows ``[r·b, (r+1)·b)``), then parses just those.  So step ``s`` trains on
+the same examples, in the same global positions, on one device, N replicas or N workers,
+and the input position after ``s`` steps is simply ``s`` global batches: a run can resume
+on another topology by skipping that many batches (``TrainInputContext``).  Each worker
+reads every record (parsing only its own); ``shard_mode="files"`` trades that away for
+I/O that scales with workers, at the price of topology-dependent batches.
 """
 from __future__ import annotations
 
@@ -12,6 +19,16 @@ import tensorflow as tf
 
 AUTOTUNE = tf.data.AUTOTUNE
 SHARD_MODES = ("auto", "files", "records")
+
+
+class TrainInputContext(tf.distribute.InputContext):
+    """An ``InputContext`` that also says how many global batches the stream must skip
+    (set by the Trainer when it resumes without a saved input position for this topology)."""
+
+    def __init__(self, num_input_pipelines: int = 1, input_pipeline_id: int = 0,
+                 num_replicas_in_sync: int = 1, global_batches_to_skip: int = 0):
+        super().__init__(num_input_pipelines, input_pipeline_id, num_replicas_in_sync)
+        self.global_batches_to_skip = int(global_batches_to_skip)
 
 
 def expand_file_patterns(file_patterns: str | Sequence[str]) -> list[str]:
@@ -51,15 +68,16 @@ def make_tfrecord_dataset(
 
     Training (``is_training``): the file list is repeated and shuffled, files are
     read ``cycle_length`` at a time (interleaved), records are shuffled in a buffer
-    of ``shuffle_buffer_size`` (the original used 100), parsed and batched.
-    Evaluation: files in order, no shuffling; ``repeat`` (default: ``is_training``)
-    cycles them, as the original's pretraining eval did.
+    of ``shuffle_buffer_size`` (the original used 100), cut into global batches, this
+    worker's rows parsed and batched per replica (the module doc says why).
+    Evaluation: files in order, no shuffling, each record once unless ``repeat``
+    (default: ``is_training``) cycles them; with several workers each keeps every n-th
+    record (evaluation sums over all workers, so no record is lost or counted twice).
 
-    Sharding per worker (``input_context.num_input_pipelines > 1``):
-    - ``files``: each worker reads its own files (scalable; needs >= one file per worker);
-    - ``records``: each worker reads everything in the same seeded order and keeps every
-      n-th record, so the global batches are exactly those of a single-worker run;
-    - ``auto``: ``files`` when training with at least as many files as workers, else ``records``.
+    ``shard_mode`` (training with several workers):
+    - ``records`` (and ``auto``): the topology-independent global stream above;
+    - ``files``: each worker reads its own files (needs >= one file per worker); batches
+      then depend on the worker count, and resuming on another topology is refused.
 
     ``parse_fn`` maps one serialized ``tf.train.Example`` to a dict of tensors.
     """
@@ -71,39 +89,53 @@ def make_tfrecord_dataset(
     repeat = is_training if repeat is None else repeat
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
+    num_replicas = input_context.num_replicas_in_sync if input_context else 1
+    to_skip = getattr(input_context, "global_batches_to_skip", 0) if is_training else 0
     if shard_mode == "auto":
-        shard_mode = "files" if is_training and len(files) >= num_pipelines else "records"
-    if shard_mode == "files" and len(files) < num_pipelines:
+        shard_mode = "records"
+    by_files = is_training and shard_mode == "files" and num_pipelines > 1
+    if by_files and len(files) < num_pipelines:
         raise ValueError(
             f"shard_mode='files' needs at least one file per worker: {len(files)} file(s) for "
             f"{num_pipelines} workers"
         )
+    if by_files and to_skip:
+        raise ValueError(
+            "cannot resume with shard_mode='files' on another topology than the checkpoint's "
+            "(batches depend on the worker count there): resume with the same number of workers "
+            "and replicas, or train with shard_mode='records'")
 
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
-    if num_pipelines > 1 and shard_mode == "files":
+    if by_files:
         dataset = dataset.shard(num_pipelines, pipeline_id)
-        num_files = len(files[pipeline_id::num_pipelines])
-    else:
-        num_files = len(files)
-    if is_training:
-        dataset = dataset.repeat()
-        dataset = dataset.shuffle(num_files, seed=seed)
-    if is_training:
-        dataset = dataset.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=min(cycle_length, num_files),
-            num_parallel_calls=AUTOTUNE,
-            deterministic=True,  # never the original's sloppy mode: resume must replay the same order
-        )
-    else:
+    num_files = len(files[pipeline_id::num_pipelines]) if by_files else len(files)
+    if not is_training:
         dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order
-    if is_training:
-        dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    # After the shuffle: every worker shuffles the same stream the same way, then keeps its share.
-    if num_pipelines > 1 and shard_mode == "records":
-        dataset = dataset.shard(num_pipelines, pipeline_id)
-    if repeat and not is_training:
-        dataset = dataset.repeat()
+        if num_pipelines > 1:
+            dataset = dataset.shard(num_pipelines, pipeline_id)
+        if repeat:
+            dataset = dataset.repeat()
+        dataset = dataset.map(parse_fn, num_parallel_calls=AUTOTUNE, deterministic=True)
+        return dataset.batch(batch_size_per_replica, drop_remainder=drop_remainder).prefetch(AUTOTUNE)
+
+    dataset = dataset.repeat().shuffle(num_files, seed=seed)
+    dataset = dataset.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(cycle_length, num_files),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=True,  # never the original's sloppy mode: resume must replay the same order
+    )
+    dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
+    if not by_files:
+        # The global stream: cut global batches, skip those already trained on, keep our rows.
+        local_rows = batch_size_per_replica * (num_replicas // num_pipelines)
+        dataset = dataset.batch(local_rows * num_pipelines, drop_remainder=True)
+        if to_skip:
+            dataset = dataset.skip(to_skip)
+        if num_pipelines > 1:
+            start = pipeline_id * local_rows
+            dataset = dataset.map(lambda records: records[start:start + local_rows])
+        dataset = dataset.unbatch()
     dataset = dataset.map(parse_fn, num_parallel_calls=AUTOTUNE, deterministic=True)
     dataset = dataset.batch(batch_size_per_replica, drop_remainder=drop_remainder)
     return dataset.prefetch(AUTOTUNE)

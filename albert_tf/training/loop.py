@@ -12,13 +12,24 @@ How a step runs: each replica takes its per-replica batch, splits it into
 ``gradient_accumulation_steps`` micro-batches and sums their gradients (one
 update for the whole batch), all-reduces gradients, loss and metrics in one
 collective, unscales (fp16), clips the all-reduced gradient to ``clip_norm`` and
-applies the optimizer.  ``steps_per_loop`` such steps run inside one
-``tf.function`` call (a ``tf.while_loop``), cut short at log/save boundaries.
+applies the optimizer.
+
+One-device semantics on every topology: the same flags and data give the same
+weights on one device, N replicas, N workers or with gradient accumulation.  The
+global batch of a step is the same on all of them (``data.py``), dropout masks are
+keyed by an example's position in it (``randomness.py``), and a loss normalized by
+a data-dependent count (the MLM loss's ``sum(w)``) is normalized by the global count:
+the task's ``loss_denominators_fn`` gives the counts, the loop all-reduces them before
+the forward pass, and each micro-batch's loss is its share of the global loss.
+``steps_per_loop`` steps run inside one ``tf.function`` call (a ``tf.while_loop``),
+cut short at log/save boundaries.
 
 Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
 count, fp16 loss scale) and ``global_step``; each worker also saves its input
-iterator's position; dropout masks are a function of (seed, step) — see
-``randomness.py``.  SIGTERM/SIGINT stop the run after the current step with a
+iterator's position with the topology it was saved under; dropout masks are a
+function of (seed, step, example position) — see ``randomness.py``.  Resuming on
+another topology fast-forwards the input stream by ``global_step`` global batches
+instead.  SIGTERM/SIGINT stop the run after the current step with a
 checkpoint and exit code 0.  A NaN/Inf loss stops it with ``NonFiniteLossError``
 naming the step and writes no checkpoint.
 """
@@ -38,6 +49,7 @@ from tensorflow.core.framework import summary_pb2
 
 from albert_tf.keras import keras
 from albert_tf.training import checkpointing
+from albert_tf.training.data import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.randomness import dropout_seed_scope, step_seed
 
@@ -63,6 +75,13 @@ class Task:
       ``data.make_tfrecord_dataset`` builds such datasets.
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
       (e.g. loading ``--init_checkpoint``).
+    loss_denominators_fn: optional ``fn(features) -> {name: scalar}``, sums over the
+      batch's examples (e.g. the MLM weights).  When given, training calls
+      ``loss_fn(model, features, True, denominators=...)`` with those sums over the whole
+      global batch (all replicas and micro-batches), and ``loss`` must be this
+      micro-batch's share of the global loss (e.g. ``sum(w * nll) / (global sum(w) + eps)``):
+      the loop adds the shares instead of averaging per-batch losses.  Evaluation still
+      calls ``loss_fn(model, features, False)``.
     """
 
     build_model: Callable[[], keras.Model]
@@ -70,6 +89,7 @@ class Task:
     train_dataset_fn: DatasetFn | None = None
     eval_dataset_fn: DatasetFn | None = None
     init_fn: Callable[[keras.Model], None] | None = None
+    loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
 
 
 @dataclasses.dataclass
@@ -145,6 +165,9 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
+# The key of the [workers, local replicas, global batch] an input position was saved under.
+_TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
+
 # TensorBoard's scalar plugin marker: lets us write scalars without the tensorboard package.
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -219,12 +242,18 @@ class Trainer:
         self._last_saved_step: int | None = None
 
     # ------------------------------------------------------------------ setup
-    def _input_context(self) -> tf.distribute.InputContext:
-        return tf.distribute.InputContext(
+    def _input_context(self, global_batches_to_skip: int = 0) -> TrainInputContext:
+        return TrainInputContext(
             num_input_pipelines=self.worker.num_workers,
             input_pipeline_id=self.worker.worker_index,
             num_replicas_in_sync=self.num_replicas,
+            global_batches_to_skip=global_batches_to_skip,
         )
+
+    @property
+    def _topology(self) -> list[int]:
+        """What an input position saved by this worker depends on."""
+        return [self.worker.num_workers, self.num_local_replicas, self.config.train_batch_size]
 
     def _ensure_built(self, element_spec) -> None:
         """Creates the model's and optimizer's variables; learns the metrics' structure."""
@@ -267,22 +296,29 @@ class Trainer:
         return {name: (tf.constant(0.0), tf.constant(0.0)) for name in self._metric_kinds}
 
     # ------------------------------------------------------------------ one step
-    def _micro_gradients(self, features, step, micro_step, replica_id):
+    def _micro_gradients(self, features, step, micro_step, replica_id, denominators):
         variables = self.model.trainable_variables
+        micro_size = tf.shape(tf.nest.flatten(features)[0])[0]
+        per_replica = self.config.train_batch_size // self.num_replicas
+        # This micro-batch's first example's position in the global batch (keys dropout masks).
+        offset = (tf.cast(replica_id, tf.int64) * per_replica
+                  + tf.cast(micro_step, tf.int64) * tf.cast(micro_size, tf.int64))
+        kwargs = {} if denominators is None else {"denominators": denominators}
         with tf.GradientTape() as tape:
-            with dropout_seed_scope(step_seed(self.config.seed, step, micro_step, replica_id)):
-                loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, True))
+            with dropout_seed_scope(step_seed(self.config.seed, step), offset):
+                loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, True, **kwargs))
             loss = _scalar(loss)
             scaled = self._loss_scale.get_scaled_loss(loss) if self._loss_scale else loss
         grads = tape.gradient(scaled, variables)
         grads = [None if g is None else tf.convert_to_tensor(g) for g in grads]
         return grads, loss, self._metric_parts(metrics)
 
-    def _replica_gradients(self, features, step, replica_id):
-        """Gradients summed over the micro-batches of this replica's batch (divided by their count)."""
+    def _replica_gradients(self, features, step, replica_id, denominators=None):
+        """Gradients summed over the micro-batches of this replica's batch (divided by their count
+        when the losses are per-batch means, i.e. without ``denominators``)."""
         count = self.config.gradient_accumulation_steps
         if count == 1:
-            return self._micro_gradients(features, step, 0, replica_id)
+            return self._micro_gradients(features, step, 0, replica_id, denominators)
         variables = self.model.trainable_variables
         micro = tf.nest.map_structure(
             lambda t: tf.reshape(t, tf.concat([[count, -1], tf.shape(t)[1:]], 0)), features)
@@ -290,7 +326,7 @@ class Trainer:
 
         def body(i, grads, loss, metrics):
             batch = tf.nest.map_structure(lambda t: t[i], micro)
-            g, l, m = self._micro_gradients(batch, step, i, replica_id)
+            g, l, m = self._micro_gradients(batch, step, i, replica_id, denominators)
             has_grad[:] = [x is not None for x in g]
             g = [tf.zeros_like(v) if x is None else x for x, v in zip(g, variables)]
             return (i + 1, [a + b for a, b in zip(grads, g)], loss + l,
@@ -299,26 +335,32 @@ class Trainer:
         init = (tf.constant(0), [tf.zeros_like(v) for v in variables], tf.constant(0.0),
                 self._zero_metric_parts())
         _, grads, loss, metrics = tf.while_loop(lambda i, *_: i < count, body, init)
-        grads = [g / count if keep else None for g, keep in zip(grads, has_grad)]
-        return grads, loss / count, metrics
+        divisor = count if denominators is None else 1  # shares of a global loss just add up
+        grads = [g / divisor if keep else None for g, keep in zip(grads, has_grad)]
+        return grads, loss / divisor, metrics
 
     def _replica_train_step(self, features, step, stop_flag):
         ctx = tf.distribute.get_replica_context()
-        grads, loss, metrics = self._gradients_fn(features, step, ctx.replica_id_in_sync_group)
+        denominators = None
+        if self.task.loss_denominators_fn is not None:
+            local = {name: _scalar(v) for name, v in self.task.loss_denominators_fn(features).items()}
+            denominators = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
+        grads, loss, metrics = self._gradients_fn(features, step, ctx.replica_id_in_sync_group, denominators)
         pairs = [(g, v) for g, v in zip(grads, self.model.trainable_variables) if g is not None]
         if not pairs:
             raise ValueError("loss_fn's loss does not depend on any trainable variable")
         payload = {"grads": [g for g, _ in pairs], "loss": loss, "metrics": metrics,
                    "stop": tf.identity(stop_flag)}
         payload = ctx.all_reduce(tf.distribute.ReduceOp.SUM, payload)
-        grads = [g / self.num_replicas for g in payload["grads"]]
+        replicas = self.num_replicas if denominators is None else 1
+        grads = [g / replicas for g in payload["grads"]]
         if self._loss_scale:
             grads = self._loss_scale.get_unscaled_gradients(grads)
         grad_norm = tf.linalg.global_norm(grads)
         if self.config.clip_norm:
             grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
         self.optimizer.apply_gradients(zip(grads, [v for _, v in pairs]), skip_gradients_aggregation=True)
-        return {"loss": payload["loss"] / self.num_replicas, "metrics": payload["metrics"],
+        return {"loss": payload["loss"] / replicas, "metrics": payload["metrics"],
                 "grad_norm": grad_norm, "stop": payload["stop"]}
 
     def _build_train_fn(self):
@@ -363,12 +405,42 @@ class Trainer:
         return train_steps
 
     # ------------------------------------------------------------------ checkpoints
-    def _restore_or_initialize(self, input_checkpoint: tf.train.Checkpoint | None) -> str | None:
+    def _latest_checkpoint(self) -> str | None:
         output_dir = self.config.output_dir
         if self.worker.is_chief:
             checkpointing.remove_stale_temporaries(output_dir)
         latest = tf.train.latest_checkpoint(output_dir)
         self._check_workers_see_the_same_checkpoint(latest)
+        return latest
+
+    def _input_resume_plan(self, latest: str | None) -> tuple[int, str | None]:
+        """(global batches to skip, saved input position to restore) for resuming from ``latest``.
+
+        A position saved under this topology is restored as it is (instant); otherwise (another
+        worker/replica count or batch size, or none saved) the input stream is rebuilt and
+        fast-forwarded by the checkpoint's step count in global batches, which reads, but does
+        not parse, the records already trained on.
+        """
+        if latest is None:
+            return 0, None
+        prefix = checkpointing.input_state_prefix(latest, self.worker.worker_index)
+        saved = None
+        if tf.io.gfile.exists(prefix + ".index"):
+            names = {name for name, _ in tf.train.list_variables(prefix)}
+            if _TOPOLOGY_KEY in names:
+                saved = tf.train.load_variable(prefix, _TOPOLOGY_KEY).tolist()
+        if saved == self._topology:
+            return 0, prefix
+        step = int(tf.train.load_variable(latest, "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
+        logging.warning(
+            "%s: no input position saved for this topology (saved [workers, local replicas, batch] = %s, "
+            "this run %s): fast-forwarding the input by %d global batches of %d examples.",
+            latest, saved, self._topology, step, self.config.train_batch_size)
+        return step, None
+
+    def _restore_or_initialize(self, latest: str | None, input_checkpoint: tf.train.Checkpoint,
+                               input_prefix: str | None) -> str | None:
+        output_dir = self.config.output_dir
         if latest is None:
             if self.task.init_fn is not None:
                 logging.info("No checkpoint in %s: initializing with the task's init_fn.", output_dir)
@@ -382,13 +454,8 @@ class Trainer:
                 f"checkpoint {latest} does not match this model/optimizer (was output_dir used by a "
                 f"different configuration?): {e}") from e
         status.expect_partial()
-        if input_checkpoint is not None:
-            input_prefix = checkpointing.input_state_prefix(latest, self.worker.worker_index)
-            if tf.io.gfile.exists(input_prefix + ".index"):
-                input_checkpoint.read(input_prefix).assert_consumed()
-            else:
-                logging.warning("No input position saved for worker %d at %s: its data starts over.",
-                                self.worker.worker_index, latest)
+        if input_prefix is not None:
+            input_checkpoint.read(input_prefix).assert_consumed()
         logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
         return latest
 
@@ -455,7 +522,7 @@ class Trainer:
                 tf.io.gfile.remove(f)
 
     # ------------------------------------------------------------------ train
-    def _check_train_batches(self, element_spec) -> None:
+    def _check_batch_split(self) -> None:
         cfg = self.config
         per_replica, rem = divmod(cfg.train_batch_size, self.num_replicas)
         if rem:
@@ -466,6 +533,10 @@ class Trainer:
                 f"the per-replica batch {per_replica} (train_batch_size {cfg.train_batch_size} / "
                 f"{self.num_replicas} replicas) is not divisible by gradient_accumulation_steps "
                 f"{cfg.gradient_accumulation_steps}")
+
+    def _check_train_batches(self, element_spec) -> None:
+        cfg = self.config
+        per_replica = cfg.train_batch_size // self.num_replicas
         for spec in tf.nest.flatten(element_spec):
             size = spec.shape[0] if spec.shape.rank else None
             if size is not None and size != per_replica:
@@ -506,12 +577,16 @@ class Trainer:
         if self.task.train_dataset_fn is None:
             raise ValueError("the task has no train_dataset_fn")
         tf.io.gfile.makedirs(cfg.output_dir)
-        dataset = self.task.train_dataset_fn(self._input_context())
+        self._check_batch_split()
+        latest = self._latest_checkpoint()
+        to_skip, input_prefix = self._input_resume_plan(latest)
+        dataset = self.task.train_dataset_fn(self._input_context(to_skip))
         self._check_train_batches(dataset.element_spec)
         self._ensure_built(dataset.element_spec)
         iterator = iter(dataset)
-        input_checkpoint = tf.train.Checkpoint(iterator=iterator)
-        latest = self._restore_or_initialize(input_checkpoint)
+        input_checkpoint = tf.train.Checkpoint(
+            iterator=iterator, topology=tf.Variable(self._topology, dtype=tf.int64, trainable=False))
+        latest = self._restore_or_initialize(latest, input_checkpoint, input_prefix)
         step = int(self.global_step.numpy())
         if latest is not None:
             self._last_saved_step = step

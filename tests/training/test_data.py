@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.data import expand_file_patterns, make_tfrecord_dataset
+from albert_tf.training.data import TrainInputContext, expand_file_patterns, make_tfrecord_dataset
 
 
 def parse(serialized):
@@ -52,31 +52,60 @@ def test_training_is_deterministic_given_the_seed_and_shuffles(shards):
     assert all(len(b) == 8 for b in first)
 
 
-@pytest.mark.parametrize("num_workers", [2, 3])
-def test_record_sharding_gives_the_single_worker_global_batches(shards, num_workers):
+@pytest.mark.parametrize("num_workers,local_replicas", [(2, 1), (3, 1), (2, 2), (1, 3)])
+def test_every_topology_sees_the_single_device_global_batches_in_order(shards, num_workers, local_replicas):
+    """Global replica r of a step holds rows [r*b, (r+1)*b) of the one-device batch, in order."""
     per_replica = 4
+    replicas = num_workers * local_replicas
 
-    def make(pipelines, index):
-        ctx = tf.distribute.InputContext(pipelines, index, pipelines)
+    def make(index):
+        ctx = tf.distribute.InputContext(num_workers, index, replicas)
         return make_tfrecord_dataset(f"{shards}/part-*", parse, per_replica, is_training=True, input_context=ctx,
-                                     seed=3, shard_mode="records")
+                                     seed=3)
 
-    single = make_tfrecord_dataset(f"{shards}/part-*", parse, per_replica * num_workers, is_training=True, seed=3)
-    workers = [batches(make(num_workers, w), 6) for w in range(num_workers)]
-    for step, global_batch in enumerate(batches(single, 6)):
-        assert sorted(v for w in workers for v in w[step]) == sorted(global_batch)
+    single = batches(make_tfrecord_dataset(f"{shards}/part-*", parse, per_replica * replicas, is_training=True,
+                                           seed=3), 6)
+    # Each worker's pipeline yields one per-replica batch per local replica, step after step.
+    workers = [batches(make(w), 6 * local_replicas) for w in range(num_workers)]
+    for step, global_batch in enumerate(single):
+        rows = [v for w in workers for r in range(local_replicas) for v in w[step * local_replicas + r]]
+        assert rows == global_batch
+
+
+def test_skipping_global_batches_resumes_the_stream_on_another_topology(shards):
+    """A run that trained 5 steps of 8 on one device continues on 2 workers where it stopped."""
+    single = batches(make_tfrecord_dataset(f"{shards}/part-*", parse, 8, is_training=True, seed=4), 9)
+    resumed = [batches(make_tfrecord_dataset(
+        f"{shards}/part-*", parse, 4, is_training=True, seed=4,
+        input_context=TrainInputContext(2, w, 2, global_batches_to_skip=5)), 4) for w in range(2)]
+    for step in range(4):
+        assert resumed[0][step] + resumed[1][step] == single[5 + step]
 
 
 def test_file_sharding_splits_files_between_workers(shards):
     seen = []
     for worker in range(2):
         ctx = tf.distribute.InputContext(2, worker, 2)
-        dataset = make_tfrecord_dataset(f"{shards}/part-*", parse, 5, is_training=True, input_context=ctx, seed=1)
+        dataset = make_tfrecord_dataset(f"{shards}/part-*", parse, 5, is_training=True, input_context=ctx, seed=1,
+                                        shard_mode="files")
         seen.append({v // 10 for b in batches(dataset, 16) for v in b})
     assert seen == [{0, 2}, {1, 3}]
     with pytest.raises(ValueError, match="at least one file per worker: 1 file"):
         make_tfrecord_dataset(f"{shards}/part-0.tfrecord", parse, 5, is_training=True,
                               input_context=tf.distribute.InputContext(2, 0, 2), shard_mode="files")
+    with pytest.raises(ValueError, match="another topology"):
+        make_tfrecord_dataset(f"{shards}/part-*", parse, 5, is_training=True, shard_mode="files",
+                              input_context=TrainInputContext(2, 0, 2, global_batches_to_skip=3))
+
+
+def test_eval_with_several_workers_reads_every_record_once(shards):
+    seen = []
+    for worker in range(3):
+        ctx = tf.distribute.InputContext(3, worker, 3)
+        dataset = make_tfrecord_dataset(f"{shards}/part-*", parse, 4, is_training=False, input_context=ctx,
+                                        drop_remainder=False)
+        seen += [v for b in dataset for v in b.numpy().tolist()]
+    assert sorted(seen) == list(range(40))
 
 
 def test_iterator_checkpoint_restores_the_position(shards, tmp_path):
