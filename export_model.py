@@ -32,8 +32,10 @@ def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
     from albert_tf.export import export_hub_module
+    from albert_tf.vocab_check import check_tokenizer
 
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
     model = AlbertPretrainer(config)
     print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
     path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,

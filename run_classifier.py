@@ -83,6 +83,7 @@ def _job_from_flags():
     from albert_tf.glue.processors import get_task_spec
     from albert_tf.glue.runner import GlueJob
     from albert_tf.tokenization import FullTokenizer
+    from albert_tf.vocab_check import check_tokenizer
 
     missing = [f"--{name}" for name in REQUIRED if not getattr(FLAGS, name)]
     if missing:
@@ -91,6 +92,7 @@ def _job_from_flags():
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
     if FLAGS.max_seq_length > config.max_position_embeddings:
         raise ValueError(
             f"Cannot use sequence length {FLAGS.max_seq_length} because the ALBERT model was only "

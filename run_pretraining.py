@@ -60,9 +60,13 @@ def main(argv) -> int:
     from albert_tf.pretraining import eval_summary, pretraining_task
     from albert_tf.training import BestCheckpointKeeper, TrainConfig, Trainer, create_optimizer, write_eval_results
     from albert_tf.training.checkpointing import all_checkpoints
+    from albert_tf.training.data import expand_file_patterns
+    from albert_tf.vocab_check import check_pretraining_data
 
     _check_flags()
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if FLAGS.input_file:
+        check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file)
     strategy = distribution.strategy_from_flags()
     task = pretraining_task(
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,

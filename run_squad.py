@@ -116,6 +116,7 @@ def main(argv) -> int:
     from albert_tf.config import AlbertConfig
     from albert_tf.squad import pipeline
     from albert_tf.training import strategy_from_flags
+    from albert_tf.vocab_check import check_tokenizer
 
     f = FLAGS
     if not f.albert_config_file or not f.output_dir:
@@ -124,6 +125,7 @@ def main(argv) -> int:
     problems = _validate(config)
     if problems:
         raise ValueError("; ".join(problems))
+    check_tokenizer(f.spm_model_file, None, config.vocab_size, f.albert_config_file)
     os.makedirs(f.output_dir, exist_ok=True)
     settings = pipeline.SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Callable
 
@@ -24,6 +25,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (ValueError, OSError, tf.errors.OpError, NonFiniteLossError)
 
 
+def error_line(err: BaseException) -> str:
+    """The one line to show for a user error.  A failed in-graph assertion (e.g. a token id
+    >= vocab_size) becomes its own message and values, without TensorFlow's node names."""
+    message = getattr(err, "message", None) or str(err)  # OpError's text is in .message
+    failed = re.search(r"assertion failed: (.*)", message)
+    if failed:
+        parts = re.findall(r"\[([^\[\]]*)\]", failed.group(1))
+        values = [p for p in parts[1:] if p and not p.endswith("= ") and not p.startswith("Condition")]
+        return " ".join([parts[0], *values[:1]]) if parts else failed.group(1)
+    return message
+
+
 def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[str]], int]:
     """Decorates a driver's absl `main(argv)`."""
 
@@ -34,8 +47,7 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
         try:
             return main(argv) or 0
         except _user_errors() as err:
-            message = getattr(err, "message", None) or str(err)  # OpError's text is in .message
-            print(f"{driver}: error: {message}", file=sys.stderr)
+            print(f"{driver}: error: {error_line(err)}", file=sys.stderr)
             return EXIT_USER_ERROR
 
     return wrapper

@@ -126,7 +126,7 @@ def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str
         largest, tf.constant(vocab_size, tf.int64),
         message=(f"{VOCAB_MISMATCH}: the pretraining data holds a token id >= vocab_size {vocab_size} of "
                  f"albert_config.json; the data was probably made with a SentencePiece model (or vocab) "
-                 f"of another size than the config's. Largest id in the record:"),
+                 f"of another size than the config. Largest id in the record:"),
         summarize=1)
     with tf.control_dependencies([check]):
         features["input_ids"] = tf.identity(features["input_ids"])

@@ -64,6 +64,11 @@ def set_mixed_precision(mixed_precision: str) -> str:
     return policy
 
 
+def one_device_name(gpus: list) -> str:
+    """``one_device`` runs on the first GPU when there is one (whatever ``--num_gpus``), else the CPU."""
+    return "/gpu:0" if gpus else "/cpu:0"
+
+
 def create_strategy(
     distribution_strategy: str = "one_device",
     num_gpus: int = 0,
@@ -92,8 +97,7 @@ def create_strategy(
 
     gpus = tf.config.list_physical_devices("GPU")
     if distribution_strategy == "one_device":
-        device = "/gpu:0" if gpus and num_gpus != 0 else "/cpu:0"
-        return tf.distribute.OneDeviceStrategy(device)
+        return tf.distribute.OneDeviceStrategy(one_device_name(gpus))
 
     if distribution_strategy == "mirrored":
         if gpus:

@@ -178,6 +178,25 @@ def write_scalar_summary(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
+class _LazySummaryWriter:
+    """Creates the event file at the first summary, so that a run failing on its first
+    batch (bad data) leaves no file behind.  ``directory=None`` writes nothing."""
+
+    def __init__(self, directory: str | None):
+        self._directory = directory
+        self._writer = None
+
+    def as_default(self, step: int):
+        if self._writer is None:
+            self._writer = (tf.summary.create_file_writer(self._directory) if self._directory
+                            else tf.summary.create_noop_writer())
+        return self._writer.as_default(step=step)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+
 def _format_duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -595,8 +614,7 @@ class Trainer:
             return TrainResult(step, latest, {})
         if self._train_fn is None:
             self._train_fn = self._build_train_fn()
-        writer = (tf.summary.create_file_writer(cfg.output_dir) if self.worker.is_chief
-                  else tf.summary.create_noop_writer())
+        writer = _LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None)
         schedule = self._learning_rate_schedule()
         logs: dict[str, float] = {}
         interval = self._new_interval(step)

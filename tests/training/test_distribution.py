@@ -9,6 +9,12 @@ from albert_tf.keras import keras
 from albert_tf.training import distribution
 
 
+def test_one_device_uses_the_first_gpu_when_there_is_one():
+    fake_gpus = [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
+    assert distribution.one_device_name(fake_gpus) == "/gpu:0"
+    assert distribution.one_device_name([]) == "/cpu:0"
+
+
 def test_one_device_and_bad_names():
     strategy = distribution.create_strategy("one_device")
     assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
