@@ -212,6 +212,8 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
     if architecture not in ARCHITECTURES:
         raise CheckpointError(f"unknown Hugging Face architecture {architecture}; known: {', '.join(ARCHITECTURES)}")
     spec = ARCHITECTURES[architecture]
+    if not model.built:
+        model(model.dummy_inputs())
     tensors, foreign = {}, []
     for tf1_name, variable in name_table.tf1_name_map(model).items():
         mapped = name_table.hf_name(tf1_name)
@@ -239,13 +241,16 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
     return tensors
 
 
-def _tokenizer_config(spm_model_file: str, do_lower_case: bool, max_length: int) -> tuple[dict, dict]:
+def _tokenizer_config(spm_model_file: str, do_lower_case: bool, config) -> tuple[dict, dict]:
     """(tokenizer_config.json for transformers' AlbertTokenizer, the special-token ids
     in the SentencePiece model)."""
     import sentencepiece as spm
 
     processor = spm.SentencePieceProcessor()
     processor.Load(spm_model_file)
+    if processor.GetPieceSize() != config.vocab_size:
+        raise CheckpointError(f"{spm_model_file}: has {processor.GetPieceSize()} pieces, but the model's "
+                              f"vocab_size is {config.vocab_size}; pass the model's own SentencePiece model")
     tokens = {"unk_token": "<unk>", "pad_token": "<pad>", "cls_token": "[CLS]", "sep_token": "[SEP]",
               "mask_token": "[MASK]"}
     ids = {}
@@ -257,7 +262,7 @@ def _tokenizer_config(spm_model_file: str, do_lower_case: bool, max_length: int)
         ids[role] = piece_id
     config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": do_lower_case, "remove_space": True,
               "keep_accents": False, "bos_token": "[CLS]", "eos_token": "[SEP]", **tokens,
-              "model_max_length": max_length}
+              "model_max_length": config.max_position_embeddings}
     token_ids = {"pad_token_id": ids["pad_token"], "bos_token_id": ids["cls_token"],
                  "eos_token_id": ids["sep_token"]}
     return config, token_ids
@@ -284,7 +289,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     if spm_model_file:
         if not tf.io.gfile.exists(spm_model_file):
             raise CheckpointError(f"SentencePiece model not found: {spm_model_file}")
-        tokenizer, token_ids = _tokenizer_config(spm_model_file, do_lower_case, model.config.max_position_embeddings)
+        tokenizer, token_ids = _tokenizer_config(spm_model_file, do_lower_case, model.config)
         config.update(token_ids)
     if os.path.exists(os.path.join(folder, INDEX_FILE)):
         raise CheckpointError(f"{folder} holds a sharded model ({INDEX_FILE}) that this single "
