@@ -320,3 +320,31 @@ def test_shape_disagreeing_with_config_names_file_and_tensor(tmp_path, hf_refere
     assert f"{folder}/model.safetensors: tensor {name} has shape [80, 48], expected [96, 48]" in line
     assert "intermediate_size" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_run_classifier_fine_tunes_from_an_hf_folder(tmp_path, hf_folder, shared):
+    """--init_checkpoint=<HF folder> with --albert_config_file=<HF folder>/config.json, through the real
+    driver. With learning rate 0 the saved checkpoint holds exactly the weights the driver loaded."""
+    config = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=32)
+    written = hf_folder(tmp_path / "hf", config, seed=11)
+    data = tmp_path / "glue" / "SST-2"
+    data.mkdir(parents=True)
+    (data / "train.tsv").write_text("sentence\tlabel\na charming journey\t1\nno wit , only labored gags\t0\n")
+    done = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2", f"--data_dir={tmp_path / 'glue'}",
+         f"--albert_config_file={tmp_path / 'hf' / 'config.json'}", f"--init_checkpoint={tmp_path / 'hf'}",
+         f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}", f"--output_dir={tmp_path / 'out'}",
+         "--do_train", "--max_seq_length=16", "--train_batch_size=2", "--train_step=1", "--save_checkpoints_steps=1",
+         "--iterations_per_loop=1", "--learning_rate=0", "--warmup_step=0"],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hf format" in done.stderr  # the driver's init_checkpoint log line
+    model = AlbertModel(AlbertConfig.from_json_file(str(tmp_path / "hf" / "config.json")))
+    assert load_checkpoint(model, str(tmp_path / "out" / "model.ckpt-1")).format == "tf2"
+    block = model.groups[0][0]
+    p = "albert.encoder.albert_layer_groups.0.albert_layers.0."
+    np.testing.assert_array_equal(block.attention.value.kernel.numpy(), written[p + "attention.value.weight"].T)
+    np.testing.assert_array_equal(model.embeddings.word_embeddings.numpy(),
+                                  written["albert.embeddings.word_embeddings.weight"])
+    np.testing.assert_array_equal(model.pooler.bias.numpy(), written["albert.pooler.bias"])
