@@ -15,6 +15,9 @@ import tensorflow as tf
 from albert_tf.checkpoints import hf
 from albert_tf.checkpoints import names as name_table
 from albert_tf.checkpoints.errors import CheckpointError
+from albert_tf.checkpoints.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
+                                           resolve_checkpoint)
+from albert_tf.checkpoints.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
 DIRECTIONS = {
     "tf1_to_tf2": ("tf1", "tf2"), "tf2_to_tf1": ("tf2", "tf1"),
@@ -46,7 +49,7 @@ CONFIG_BESIDE_OUTPUT = "albert_config.json"
 @dataclasses.dataclass
 class Conversion:
     kind: str
-    report: object  # LoadReport
+    report: LoadReport
     written: str  # the prefix or folder written
     config_written: Optional[str]  # albert_config.json written beside a TF output
 
@@ -60,8 +63,6 @@ class _Source:
 
 
 def _read_source(path: str) -> _Source:
-    from albert_tf.checkpoints.loading import checkpoint_format, resolve_checkpoint
-
     if hf.is_hf_checkpoint(path):
         checkpoint = hf.read_checkpoint(path)
         return _Source(path, "hf", {k: v.shape for k, v in checkpoint.tensors.items()}, checkpoint)
@@ -150,9 +151,6 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     """Converts the checkpoint at `path` to `output` (a prefix, or a folder for
     `*_to_hf`). An HF input without `config_file` brings its config.json, which is
     then written beside a TF output as albert_config.json."""
-    from albert_tf.checkpoints.loading import load_checkpoint, load_hf_checkpoint
-    from albert_tf.checkpoints.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
-
     if direction not in DIRECTIONS:
         raise CheckpointError(f"unknown direction {direction}; expected one of {', '.join(DIRECTIONS)}")
     if kind not in MODEL_KINDS:

@@ -117,7 +117,8 @@ def test_multi_group_round_trip_is_bit_exact(tmp_path, hf_folder):
             p = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{i}."
             np.testing.assert_array_equal(block.attention.query.kernel.numpy(), written[p + "attention.query.weight"].T)
             np.testing.assert_array_equal(block.ffn_output.kernel.numpy(), written[p + "ffn_output.weight"].T)
-            np.testing.assert_array_equal(block.output_layer_norm.gamma.numpy(), written[p + "full_layer_layer_norm.weight"])
+            np.testing.assert_array_equal(block.output_layer_norm.gamma.numpy(),
+                                          written[p + "full_layer_layer_norm.weight"])
     save_model_checkpoint(model, str(tmp_path / "ours" / "model.ckpt"))
     again = AlbertPretrainer(config)
     load_checkpoint(again, str(tmp_path / "ours"))
@@ -213,7 +214,8 @@ def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint
     random_tf1_checkpoint(config, tmp_path / "race.ckpt", extra=race)
     convert(str(tmp_path / "race.ckpt"), str(tmp_path / "race_hf"), "tf1_to_hf", kind="race",
             config_file=str(tmp_path / "albert_config.json"))
-    assert json.loads((tmp_path / "race_hf" / "config.json").read_text())["architectures"] == ["AlbertForMultipleChoice"]
+    race_config = json.loads((tmp_path / "race_hf" / "config.json").read_text())
+    assert race_config["architectures"] == ["AlbertForMultipleChoice"]
     assert convert(str(tmp_path / "race_hf"), str(tmp_path / "race_tf1" / "model.ckpt"), "hf_to_tf1").kind == "race"
     np.testing.assert_array_equal(_tf1_tensors(tmp_path / "race_tf1" / "model.ckpt")["output_weights"],
                                   race["output_weights"])
@@ -242,7 +244,8 @@ def test_squad_v2_head_is_refused_in_one_line(tmp_path, random_tf1_checkpoint):
     model = build_squad_model(config, version_2=True)
     save_tf1_checkpoint(model, str(tmp_path / "v2" / "model.ckpt"))
     assert "answer_class/dense_0/kernel" in tf1_name_map(model)
-    done = _convert_cli(f"--checkpoint_to_convert={tmp_path / 'v2'}", f"--albert_config_file={tmp_path}/albert_config.json",
+    done = _convert_cli(f"--checkpoint_to_convert={tmp_path / 'v2'}",
+                        f"--albert_config_file={tmp_path}/albert_config.json",
                         f"--converted_checkpoint={tmp_path / 'hf'}", "--direction=tf1_to_hf")
     assert "SQuAD 2.0 head" in _error_line(done)
     assert not (tmp_path / "hf").exists()
@@ -332,7 +335,8 @@ def test_run_classifier_fine_tunes_from_an_hf_folder(tmp_path, hf_folder, shared
     data.mkdir(parents=True)
     (data / "train.tsv").write_text("sentence\tlabel\na charming journey\t1\nno wit , only labored gags\t0\n")
     done = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2", f"--data_dir={tmp_path / 'glue'}",
+        [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2",
+         f"--data_dir={tmp_path / 'glue'}",
          f"--albert_config_file={tmp_path / 'hf' / 'config.json'}", f"--init_checkpoint={tmp_path / 'hf'}",
          f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}", f"--output_dir={tmp_path / 'out'}",
          "--do_train", "--max_seq_length=16", "--train_batch_size=2", "--train_step=1", "--save_checkpoints_steps=1",
