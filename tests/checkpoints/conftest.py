@@ -35,11 +35,12 @@ def hf_shapes(c: dict, prefix: str = "albert.", pooler: bool = True, heads: str 
     if pooler:
         shapes[f"{prefix}pooler.weight"] = [H, H]
         shapes[f"{prefix}pooler.bias"] = [H]
-    if heads == "pretraining":
+    if heads in ("pretraining", "masked_lm"):
         shapes.update({"predictions.dense.weight": [E, H], "predictions.dense.bias": [E],
                        "predictions.LayerNorm.weight": [E], "predictions.LayerNorm.bias": [E],
-                       "predictions.bias": [V],
-                       "sop_classifier.classifier.weight": [2, H], "sop_classifier.classifier.bias": [2]})
+                       "predictions.bias": [V]})
+    if heads == "pretraining":
+        shapes.update({"sop_classifier.classifier.weight": [2, H], "sop_classifier.classifier.bias": [2]})
     return shapes
 
 

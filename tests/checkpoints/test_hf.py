@@ -352,3 +352,58 @@ def test_run_classifier_fine_tunes_from_an_hf_folder(tmp_path, hf_folder, shared
     np.testing.assert_array_equal(model.embeddings.word_embeddings.numpy(),
                                   written["albert.embeddings.word_embeddings.weight"])
     np.testing.assert_array_equal(model.pooler.bias.numpy(), written["albert.pooler.bias"])
+
+
+def test_masked_lm_folder_with_old_tied_names(tmp_path, hf_folder):
+    """The Hub's ALBERT releases are AlbertForMaskedLM: no sentence-order head, no pooler. Older
+    transformers versions also stored the tied decoder (weight = the word table, bias = predictions.bias)."""
+    config = dict(MULTI_GROUP, num_hidden_groups=1, inner_group_num=1)
+    written = hf_folder(tmp_path / "mlm", config, architecture="AlbertForMaskedLM", pooler=False,
+                        heads="masked_lm")
+    tensors = dict(written)
+    tensors["predictions.decoder.bias"] = tensors.pop("predictions.bias")
+    tensors["predictions.decoder.weight"] = tensors["albert.embeddings.word_embeddings.weight"]
+    safetensors.numpy.save_file(tensors, str(tmp_path / "mlm" / "model.safetensors"), metadata={"format": "pt"})
+    config = AlbertConfig.from_json_file(str(tmp_path / "mlm" / "config.json"))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(AlbertPretrainer(config), str(tmp_path / "mlm"))
+    assert "no tensor albert.pooler.weight" in str(err.value) and "AlbertForMaskedLM has no such head" in str(err.value)
+    assert "no tensor sop_classifier.classifier.weight (expected shape [2, 12])" in str(err.value)
+    model = AlbertPretrainer(config)
+    report = load_checkpoint(model, str(tmp_path / "mlm"), allow_missing_heads=True)
+    assert report.missing_allowed == ["bert/pooler/dense/bias", "bert/pooler/dense/kernel",
+                                      "cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
+    assert report.skipped == ["predictions.decoder.weight"]
+    np.testing.assert_array_equal(model.masked_lm.output_bias.numpy(), written["predictions.bias"])
+
+
+def _handmade_safetensors(path, tensors: dict, dtype: str, to_bytes):
+    """The safetensors layout by hand (8-byte header length, JSON header, data), for dtypes the
+    safetensors NumPy writer lacks."""
+    import struct
+
+    header, data, offset = {"__metadata__": {"format": "pt"}}, b"", 0
+    for name, value in tensors.items():
+        raw = to_bytes(value)
+        header[name] = {"dtype": dtype, "shape": list(value.shape), "data_offsets": [offset, offset + len(raw)]}
+        data += raw
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+def test_half_precision_files(tmp_path, hf_folder, dtype):
+    import ml_dtypes
+
+    config = dict(MULTI_GROUP, num_hidden_groups=1, inner_group_num=1)
+    written = hf_folder(tmp_path / "half", config, seed=7)
+    numpy_dtype = np.float16 if dtype == "F16" else ml_dtypes.bfloat16
+    _handmade_safetensors(tmp_path / "half" / "model.safetensors", written, dtype,
+                          lambda v: v.astype(numpy_dtype).tobytes())
+    model = AlbertPretrainer(AlbertConfig.from_json_file(str(tmp_path / "half" / "config.json")))
+    load_checkpoint(model, str(tmp_path / "half"))
+    want = written["albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight"]
+    np.testing.assert_array_equal(model.encoder.groups[0][0].intermediate.kernel.numpy(),
+                                  want.astype(numpy_dtype).astype(np.float32).T)
