@@ -2,6 +2,12 @@
 
 Unknown keys in a released config (e.g. `net_structure_type`, `gap_size`) are
 kept and written back, so a round trip through this class loses nothing.
+
+A Hugging Face `config.json` (recognised by its `model_type`) is read too: the
+field names are the original's, `hidden_act` is translated to the function it
+names there (HF's "gelu" is the erf form, ours the tanh form), fields that
+describe the file (`architectures`, `transformers_version`, ...) are dropped and
+every other field is kept. `to_hf_dict` writes one back.
 """
 from __future__ import annotations
 
@@ -27,6 +33,24 @@ _FIELDS: dict[str, tuple[type, Any]] = {
     "type_vocab_size": (int, 2),
     "initializer_range": (float, 0.02),
 }
+
+# Hugging Face config.json: the value that marks an ALBERT config.
+HF_MODEL_TYPE = "albert"
+# Fields of a Hugging Face config.json that describe the file, not the model:
+# dropped on import, written afresh by `to_hf_dict`.
+_HF_FILE_FIELDS = ("model_type", "architectures", "transformers_version", "dtype", "torch_dtype",
+                   "_name_or_path")
+# Hugging Face fields our model computes at one value only (the original's).
+_HF_FIXED = {"layer_norm_eps": 1e-12, "position_embedding_type": "absolute"}
+# transformers' AlbertConfig defaults for its fields beyond the original's; written
+# when the config does not carry them (pad/bos/eos are the 30k-clean ids of
+# <pad>, [CLS], [SEP]).
+_HF_DEFAULTS = {**_HF_FIXED, "classifier_dropout_prob": 0.1, "pad_token_id": 0, "bos_token_id": 2,
+                "eos_token_id": 3}
+# Label fields only a sequence classifier's config.json carries (the sentence-order
+# and span heads of transformers size themselves by the default two labels).
+_HF_LABEL_FIELDS = ("id2label", "label2id", "num_labels", "problem_type")
+HF_SEQUENCE_CLASSIFIER = "AlbertForSequenceClassification"
 
 # Release configs (ALBERT_SPEC §2): name -> (L, H, heads, I).
 _PRESETS = {
@@ -85,9 +109,54 @@ class AlbertConfig:
     # --- the original's API -------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AlbertConfig":
+        """The original's format, or Hugging Face's (it has `model_type`)."""
         if not isinstance(data, dict):
             raise ConfigError(f"ALBERT config must be a JSON object, got {type(data).__name__}")
+        if "model_type" in data:
+            return cls.from_hf_dict(data)
         return cls(**data)
+
+    # --- Hugging Face config.json ----------------------------------------------
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any]) -> "AlbertConfig":
+        """A transformers `config.json` (model_type "albert") as our config."""
+        from albert_tf.modeling.activations import from_hf_activation
+
+        if data.get("model_type") != HF_MODEL_TYPE:
+            raise ConfigError(f"Hugging Face config has model_type {data.get('model_type')!r}, "
+                              f"expected {HF_MODEL_TYPE!r}")
+        fields = {k: v for k, v in data.items() if k not in _HF_FILE_FIELDS}
+        for name, value in _HF_FIXED.items():
+            if name in fields and fields[name] != value:
+                raise ConfigError(f"Hugging Face config field '{name}' is {fields[name]!r}; albert_tf "
+                                  f"computes the original ALBERT, which has {value!r} only")
+        try:  # transformers' default activation, when the file has none, is gelu_new
+            fields["hidden_act"] = from_hf_activation(fields.get("hidden_act", "gelu_new"))
+        except ValueError as err:
+            raise ConfigError(f"config field 'hidden_act': {err}") from None
+        return cls(**fields)
+
+    def to_hf_dict(self, architecture: str, num_labels: int | None = None) -> dict[str, Any]:
+        """This config as transformers' `config.json` for `architecture` (e.g.
+        "AlbertForPreTraining"); `num_labels` sizes a sequence classifier's labels."""
+        from albert_tf.modeling.activations import to_hf_activation
+
+        data = {k: v for k, v in self.to_dict().items() if k not in _HF_LABEL_FIELDS}
+        if data["down_scale_factor"] == 1:  # the original's only value; transformers has no such field
+            del data["down_scale_factor"]
+        data["hidden_act"] = to_hf_activation(self.hidden_act)
+        for name, value in _HF_DEFAULTS.items():
+            data.setdefault(name, value)
+        if architecture == HF_SEQUENCE_CLASSIFIER:
+            if num_labels is None:
+                raise ValueError(f"{HF_SEQUENCE_CLASSIFIER} needs num_labels")
+            names = self.extra.get("id2label") or {}
+            if len(names) != num_labels:  # transformers' own names for unnamed labels
+                names = {str(i): f"LABEL_{i}" for i in range(num_labels)}
+            data["id2label"] = {str(k): v for k, v in names.items()}
+            data["label2id"] = {v: int(k) for k, v in data["id2label"].items()}
+        data.update(architectures=[architecture], model_type=HF_MODEL_TYPE, dtype="float32")
+        return data
 
     @classmethod
     def from_json_file(cls, path: str) -> "AlbertConfig":

@@ -1,4 +1,5 @@
-"""Loading Google TF1 checkpoints and our own (object-based) into ALBERT models."""
+"""Loading Google TF1 checkpoints, our own (object-based) and Hugging Face folders
+into ALBERT models."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,30 +9,31 @@ from typing import Optional
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import hf
 from albert_tf.checkpoints import names as name_table
+from albert_tf.checkpoints.errors import CheckpointError
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Root attribute our training loop and converter save the model under.
 MODEL_ROOT = "model"
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be found or does not fit the model."""
-
-
 @dataclasses.dataclass
 class LoadReport:
     path: str
-    format: str  # "tf1" (Google's names) or "tf2" (ours, object-based)
+    format: str  # "tf1" (Google's names), "tf2" (ours, object-based) or "hf" (Hugging Face folder)
     loaded: list[str]  # TF1 names of the model variables that were set
     skipped: list[str]  # checkpoint entries not used (slots, global_step, other heads)
     missing_allowed: list[str]  # head variables left as initialised, by request
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. where the folder's config differs
 
     def summary(self) -> str:
         text = (f"loaded {len(self.loaded)} variables from {self.path} ({self.format} format); "
                 f"skipped {len(self.skipped)} checkpoint entries")
         if self.missing_allowed:
             text += f"; left {len(self.missing_allowed)} head variables unloaded: {', '.join(self.missing_allowed)}"
+        for note in self.notes:
+            text += f"; note: {note}"
         return text
 
 
@@ -126,17 +128,50 @@ def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> 
     return sources
 
 
+def _fit(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], shapes: dict[str, tuple],
+         may_be_missing) -> tuple[list[tuple[str, tuple, Optional[tuple]]], list[str]]:
+    """(variables that are missing or mis-shaped: name, expected, found; variables
+    left as initialised because `may_be_missing(name)`)."""
+    problems, missing_allowed = [], []
+    for name, var in model_names.items():
+        source = sources[name]
+        expected = tuple(var.shape.as_list())
+        if source is None:
+            if may_be_missing(name):
+                missing_allowed.append(name)
+                continue
+            problems.append((name, expected, None))
+        elif tuple(shapes[source]) != expected:
+            problems.append((name, expected, tuple(shapes[source])))
+    return problems, sorted(missing_allowed)
+
+
+def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], read) -> set[str]:
+    used = set()
+    for name, var in model_names.items():
+        source = sources[name]
+        if source is not None:
+            var.assign(tf.cast(read(source), var.dtype))
+            used.add(source)
+    return used
+
+
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
                     init_from_group0: bool = False) -> LoadReport:
     """Loads a Google TF1 checkpoint (prefix or directory, with or without the
-    TF-Hub `module/` prefix) or one of ours into an AlbertModel, AlbertPretrainer
-    or task model with an `.encoder`.
+    TF-Hub `module/` prefix), one of ours, or a Hugging Face folder (config.json +
+    model.safetensors) into an AlbertModel, AlbertPretrainer or task model with an
+    `.encoder`.
 
     Raises CheckpointError listing every missing or mis-shaped variable (name,
     expected shape, found shape, the config field that likely differs). Head
     variables (anything outside `bert/`) may be missing only with
-    `allow_missing_heads=True` (TF-Hub modules have no sentence-order head).
+    `allow_missing_heads=True` (TF-Hub modules have no sentence-order head; some
+    Hugging Face classes have no pooler either).
     """
+    if hf.is_hf_checkpoint(path):
+        return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
+                                  init_from_group0=init_from_group0)
     prefix = resolve_checkpoint(path)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
@@ -146,18 +181,8 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     model_names = name_table.tf1_name_map(model)
     sources = (_tf1_sources(model_names, keys, init_from_group0) if fmt == "tf1"
                else _tf2_sources(model, model_names, keys))
-
-    problems, missing_allowed = [], []
-    for name, var in model_names.items():
-        source = sources[name]
-        expected = tuple(var.shape.as_list())
-        if source is None:
-            if allow_missing_heads and not name.startswith("bert/"):
-                missing_allowed.append(name)
-                continue
-            problems.append((name, expected, None))
-        elif tuple(shapes[source]) != expected:
-            problems.append((name, expected, tuple(shapes[source])))
+    problems, missing_allowed = _fit(model_names, sources, shapes,
+                                     lambda name: allow_missing_heads and not name.startswith("bert/"))
     if problems:
         lines = [f"checkpoint {prefix} does not fit the model ({len(problems)} variables):"]
         for name, expected, found in problems:
@@ -165,14 +190,78 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
                          f"check config field {name_table.likely_config_field(name, expected, found)}")
         raise CheckpointError("\n".join(lines))
-
-    used = set()
-    for name, var in model_names.items():
-        source = sources[name]
-        if source is None:
-            continue
-        var.assign(tf.cast(reader.get_tensor(source), var.dtype))
-        used.add(source)
+    used = _assign(model_names, sources, reader.get_tensor)
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
     loaded = sorted(n for n in model_names if sources[n] is not None)
-    return LoadReport(prefix, fmt, loaded, skipped, sorted(missing_allowed))
+    return LoadReport(prefix, fmt, loaded, skipped, missing_allowed)
+
+
+# Config fields the weights' shapes do not show; a difference is reported, not refused
+# (ALBERT's shared layers run at any depth, and Google's v1 configs say "gelu" where
+# Hugging Face's say the erf form).
+_UNSEEN_FIELDS = ("num_hidden_layers", "num_attention_heads", "hidden_act")
+
+
+def _config_notes(model_config, checkpoint: hf.HFCheckpoint) -> list[str]:
+    from albert_tf.config import AlbertConfig, ConfigError
+
+    try:
+        theirs = AlbertConfig.from_hf_dict(checkpoint.config)
+    except ConfigError as err:
+        raise CheckpointError(f"{checkpoint.config_path}: {err}") from None
+    return [f"{checkpoint.config_path} has {field}={getattr(theirs, field)!r}, the model "
+            f"{getattr(model_config, field)!r}" for field in _UNSEEN_FIELDS
+            if getattr(theirs, field) != getattr(model_config, field)]
+
+
+def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], expected: tuple,
+                found: Optional[tuple]) -> str:
+    """One line naming the file and the Hugging Face tensor, shapes in its layout."""
+    def hf_layout(shape, transposed):
+        return list(reversed(shape)) if transposed else list(shape)
+
+    if found is not None:
+        hf_name, file, transposed = checkpoint.origin[source]
+        return (f"{file}: tensor {hf_name} has shape {hf_layout(found, transposed)}, expected "
+                f"{hf_layout(expected, transposed)}; check config field "
+                f"{name_table.likely_config_field(name, expected, found)}")
+    mapped = name_table.hf_name(name)
+    if mapped is None:
+        return f"{checkpoint.weights_path}: Hugging Face has no counterpart of {name}, which the model needs"
+    hf_name, transposed = mapped
+    if name_table.is_encoder_name(name) and any(o[0].startswith(name_table.HF_BASE_PREFIX)
+                                                for o in checkpoint.origin.values()):
+        hf_name = name_table.HF_BASE_PREFIX + hf_name
+    if name_table.is_encoder_name(name) and not name.startswith(name_table.HF_POOLER_PREFIX):
+        hint = f"check config field {name_table.likely_config_field(name, expected, None)}"
+    else:
+        hint = (f"{checkpoint.architecture or 'this model'} has no such head; allow missing heads "
+                f"(--allow_missing_heads) to start it fresh")
+    return (f"{checkpoint.weights_path}: no tensor {hf_name} (expected shape {hf_layout(expected, transposed)}); "
+            f"{hint}")
+
+
+def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_heads: bool = False,
+                       init_from_group0: bool = False) -> LoadReport:
+    """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
+    With `allow_missing_heads` the pooler may be missing too (transformers' masked-LM,
+    question-answering and token-classification classes have none)."""
+    _ensure_built(model)
+    notes = _config_notes(model.config, checkpoint)
+    model_names = name_table.tf1_name_map(model)
+    sources = {}
+    for name in model_names:
+        source = name_table.group0_source_name(name) if init_from_group0 else name
+        sources[name] = source if source in checkpoint.tensors else None
+    shapes = {name: value.shape for name, value in checkpoint.tensors.items()}
+    problems, missing_allowed = _fit(
+        model_names, sources, shapes,
+        lambda name: allow_missing_heads and (not name_table.is_encoder_name(name)
+                                              or name.startswith(name_table.HF_POOLER_PREFIX)))
+    if problems:
+        raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
+                                        for name, expected, found in problems))
+    used = _assign(model_names, sources, checkpoint.tensors.__getitem__)
+    skipped = sorted([checkpoint.origin[k][0] for k in checkpoint.tensors if k not in used] + checkpoint.unused)
+    loaded = sorted(n for n in model_names if sources[n] is not None)
+    return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes)

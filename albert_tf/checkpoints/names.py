@@ -1,13 +1,17 @@
-"""THE name table: each variable of our models <-> its name in Google's TF1 checkpoints.
+"""THE name table: each variable of our models <-> its name in Google's TF1
+checkpoints <-> its name in Hugging Face `transformers` files.
 
-It serves loading Google checkpoints, converting in both directions and
-`--init_from_group0`. Nothing else in the package spells a TF1 variable name.
+It serves loading Google and Hugging Face checkpoints, converting in every
+direction and `--init_from_group0`. Nothing else in the package spells a TF1 or
+Hugging Face tensor name.
 """
 from __future__ import annotations
 
 import re
 
 import tensorflow as tf
+
+from typing import Optional
 
 from albert_tf.keras import keras
 from albert_tf.modeling.layers import LayerNorm
@@ -124,3 +128,109 @@ def likely_config_field(name: str, expected: tuple | None, found: tuple | None) 
     if "embeddings/LayerNorm" in name or "cls/predictions" in name or "mapping_in" in name:
         return "embedding_size / hidden_size"
     return "hidden_size"
+
+
+# --- Hugging Face names ---------------------------------------------------------
+# One row per layer: TF1 prefix, HF prefix, kind. {g} and {i} stand for the group
+# and inner-block index (the same numbers in both). Kinds:
+#   "dense":   kernel [in, out]    <-> weight [out, in] (a torch Linear: transposed), bias <-> bias
+#   "linear":  output_weights [out, in] <-> weight (already torch's layout), output_bias <-> bias
+#   "norm":    gamma <-> weight, beta <-> bias
+#   "table":   the embedding table itself <-> weight
+#   "vector":  the tensor itself <-> the tensor itself
+# Encoder rows (TF1 `bert/...`) are named as a bare transformers AlbertModel saves
+# them; the task classes put them under HF_BASE_PREFIX.
+_LAYER = "bert/encoder/transformer/group_{g}/inner_group_{i}"
+_HF_LAYER = "encoder.albert_layer_groups.{g}.albert_layers.{i}"
+_HF_ROWS = (
+    ("bert/embeddings/word_embeddings", "embeddings.word_embeddings", "table"),
+    ("bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings", "table"),
+    ("bert/embeddings/position_embeddings", "embeddings.position_embeddings", "table"),
+    ("bert/embeddings/LayerNorm", "embeddings.LayerNorm", "norm"),
+    ("bert/encoder/embedding_hidden_mapping_in", "encoder.embedding_hidden_mapping_in", "dense"),
+    (f"{_LAYER}/attention_1/self/query", f"{_HF_LAYER}.attention.query", "dense"),
+    (f"{_LAYER}/attention_1/self/key", f"{_HF_LAYER}.attention.key", "dense"),
+    (f"{_LAYER}/attention_1/self/value", f"{_HF_LAYER}.attention.value", "dense"),
+    (f"{_LAYER}/attention_1/output/dense", f"{_HF_LAYER}.attention.dense", "dense"),
+    (f"{_LAYER}/LayerNorm", f"{_HF_LAYER}.attention.LayerNorm", "norm"),
+    (f"{_LAYER}/ffn_1/intermediate/dense", f"{_HF_LAYER}.ffn", "dense"),
+    (f"{_LAYER}/ffn_1/intermediate/output/dense", f"{_HF_LAYER}.ffn_output", "dense"),
+    (f"{_LAYER}/LayerNorm_1", f"{_HF_LAYER}.full_layer_layer_norm", "norm"),
+    ("bert/pooler/dense", "pooler", "dense"),
+    # AlbertForPreTraining / AlbertForMaskedLM (predictions.decoder is tied to the word table)
+    ("cls/predictions/transform/dense", "predictions.dense", "dense"),
+    ("cls/predictions/transform/LayerNorm", "predictions.LayerNorm", "norm"),
+    ("cls/predictions/output_bias", "predictions.bias", "vector"),
+    ("cls/seq_relationship", "sop_classifier.classifier", "linear"),
+    # Google's GLUE and RACE heads (AlbertForSequenceClassification, AlbertForMultipleChoice)
+    ("", "classifier", "linear"),
+    # Google's SQuAD 1.1 head (AlbertForQuestionAnswering)
+    ("cls/squad", "qa_outputs", "linear"),
+)
+HF_BASE_PREFIX = "albert."
+HF_POOLER_PREFIX = "bert/pooler/"
+# Stored by older transformers versions beside predictions.bias (the same tensor).
+HF_TIED_ALIASES = {"predictions.decoder.bias": "predictions.bias"}
+_HF_SUFFIXES = {
+    "dense": (("kernel", "weight", True), ("bias", "bias", False)),
+    "linear": (("output_weights", "weight", False), ("output_bias", "bias", False)),
+    "norm": (("gamma", "weight", False), ("beta", "bias", False)),
+    "table": (("", "weight", False),),
+    "vector": (("", "", False),),
+}
+
+
+def _template_regex(template: str) -> re.Pattern:
+    """A full-match regex for a name template with {g} / {i} placeholders."""
+    parts = re.split(r"\{(g|i)\}", template)  # literal, placeholder, literal, ...
+    pattern = "".join(re.escape(part) if k % 2 == 0 else rf"(?P<{part}>\d+)" for k, part in enumerate(parts))
+    return re.compile(pattern + "$")
+
+
+def _join(prefix: str, suffix: str, separator: str) -> str:
+    return separator.join(part for part in (prefix, suffix) if part)
+
+
+def _compile_hf_table() -> list[tuple[re.Pattern, str, re.Pattern, str, bool]]:
+    """(TF1 regex, TF1 template, HF regex, HF template, transposed) per tensor kind."""
+    table = []
+    for tf1_prefix, hf_prefix, kind in _HF_ROWS:
+        for tf1_suffix, hf_suffix, transposed in _HF_SUFFIXES[kind]:
+            tf1, hf = _join(tf1_prefix, tf1_suffix, "/"), _join(hf_prefix, hf_suffix, ".")
+            table.append((_template_regex(tf1), tf1, _template_regex(hf), hf, transposed))
+    return table
+
+
+_HF_TABLE = _compile_hf_table()
+
+
+def hf_name(tf1_name: str) -> Optional[tuple[str, bool]]:
+    """(Hugging Face name without the `albert.` prefix, whether the HF tensor is the
+    transpose) for a TF1 name; None if transformers has no such tensor (e.g. the
+    SQuAD 2.0 head)."""
+    for tf1_re, _, _, hf_template, transposed in _HF_TABLE:
+        match = tf1_re.match(tf1_name)
+        if match:
+            return hf_template.format(**match.groupdict()), transposed
+    return None
+
+
+def tf1_name_from_hf(name: str) -> Optional[tuple[str, bool]]:
+    """(TF1 name, whether the HF tensor is the transpose) for a Hugging Face name,
+    with or without the `albert.` prefix; None for tensors we have no use for."""
+    prefixed = name.startswith(HF_BASE_PREFIX)
+    bare = name[len(HF_BASE_PREFIX):] if prefixed else name
+    bare = HF_TIED_ALIASES.get(bare, bare)
+    for _, tf1_template, hf_re, _, transposed in _HF_TABLE:
+        match = hf_re.match(bare)
+        if match:
+            tf1_name = tf1_template.format(**match.groupdict())
+            # Only the encoder sits under `albert.`; a head there is not one of ours.
+            return (tf1_name, transposed) if is_encoder_name(tf1_name) or not prefixed else None
+    return None
+
+
+def is_encoder_name(tf1_name: str) -> bool:
+    """True for the encoder's variables (transformers' AlbertModel, under `albert.`
+    in the task classes); False for heads."""
+    return tf1_name.startswith("bert/")

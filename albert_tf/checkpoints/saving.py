@@ -1,6 +1,7 @@
-"""Writing checkpoints: ours (object-based) and Google's TF1 name-based format.
+"""Writing checkpoints: ours (object-based), Google's TF1 name-based format and
+Hugging Face folders.
 
-Both write under a temporary prefix, rename the files into place, and only then
+The TF checkpoints write under a temporary prefix, rename the files into place, and only then
 record the checkpoint in the folder's `checkpoint` state file (keeping the
 entries already there), so a failed save leaves nothing that looks loadable.
 """
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Callable
+from typing import Callable, Optional
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import hf
 from albert_tf.checkpoints import names as name_table
 from albert_tf.checkpoints.loading import MODEL_ROOT
 
@@ -49,3 +51,11 @@ def save_tf1_checkpoint(model, prefix: str) -> str:
                           tensors=[variables[n].read_value() for n in ordered])
 
     return _write_then_publish(prefix, write)
+
+
+def save_hf_checkpoint(model, folder: str, architecture: str, *, spm_model_file: Optional[str] = None,
+                       do_lower_case: bool = True) -> str:
+    """Writes the model as a Hugging Face folder that transformers' `architecture`
+    class (e.g. "AlbertForPreTraining") loads; with `spm_model_file`, its tokenizer too."""
+    return hf.write_checkpoint(model, folder, architecture, spm_model_file=spm_model_file,
+                               do_lower_case=do_lower_case)

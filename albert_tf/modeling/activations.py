@@ -1,4 +1,5 @@
-"""Activations by the names the original's `get_activation` accepts."""
+"""Activations by the names the original's `get_activation` accepts, plus the
+exact (erf) GELU that Hugging Face configs call "gelu"."""
 from __future__ import annotations
 
 import math
@@ -13,12 +14,51 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     return x * cdf
 
 
+def gelu_erf(x: tf.Tensor) -> tf.Tensor:
+    """GELU, exact form x·Φ(x) = x·(1 + erf(x/√2))/2: Hugging Face's "gelu". Only
+    configs imported from Hugging Face carry it (HF's v1 ALBERT configs name it,
+    although Google trained v1 with the tanh form)."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
 _ACTIVATIONS: dict[str, Optional[Callable]] = {
     "linear": None,
     "relu": tf.nn.relu,
     "gelu": gelu,
+    "gelu_erf": gelu_erf,
     "tanh": tf.tanh,
 }
+
+# Hugging Face `hidden_act` name -> ours, for the functions both have. The first
+# HF name listed for one of ours is the one written when exporting.
+HF_ACTIVATIONS: tuple[tuple[str, str], ...] = (
+    ("gelu_new", "gelu"),            # the original's tanh approximation ...
+    ("gelu_pytorch_tanh", "gelu"),   # ... computed by torch's fused kernel
+    ("gelu_fast", "gelu"),           # ... with the terms rearranged
+    ("gelu", "gelu_erf"),            # the exact erf form
+    ("gelu_python", "gelu_erf"),
+    ("relu", "relu"),
+    ("tanh", "tanh"),
+    ("linear", "linear"),
+)
+
+
+def from_hf_activation(name: str) -> str:
+    """Our activation name for a Hugging Face `hidden_act`; ValueError if none fits."""
+    for hf_name, ours in HF_ACTIVATIONS:
+        if name == hf_name:
+            return ours
+    known = ", ".join(hf for hf, _ in HF_ACTIVATIONS)
+    raise ValueError(f"Hugging Face activation '{name}' has no albert_tf counterpart; supported: {known}")
+
+
+def to_hf_activation(name: str) -> str:
+    """The Hugging Face `hidden_act` that computes our activation `name`."""
+    key = (name or "linear").lower()
+    for hf_name, ours in HF_ACTIVATIONS:
+        if ours == key:
+            return hf_name
+    raise ValueError(f"activation '{name}' has no Hugging Face counterpart")
 
 
 def get_activation(name: Optional[str]) -> Optional[Callable]:

@@ -1,0 +1,305 @@
+"""Hugging Face `transformers` checkpoints: a folder with `config.json` and
+`model.safetensors` (or shards listed in `model.safetensors.index.json`).
+
+Read and written with the `safetensors` package, without PyTorch. Only
+safetensors weights are read: `pytorch_model.bin` is a Python pickle, which runs
+code of the file's author while it loads (and needs PyTorch). Tensor names come
+from the name table (`albert_tf.checkpoints.names`); the config from
+`AlbertConfig.from_hf_dict` / `to_hf_dict`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints import names as name_table
+from albert_tf.checkpoints.errors import CheckpointError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+SPM_FILE = "spiece.model"  # the file name transformers' AlbertTokenizer reads
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# Weight files of other formats, named when a folder has no safetensors.
+_PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
+_OTHER_FORMATS = ("tf_model.h5", "flax_model.msgpack")
+# The metadata transformers checks before it loads a safetensors file.
+_METADATA = {"format": "pt"}
+PICKLE_REFUSAL = ("only safetensors weights are read: a .bin file is a Python pickle, which runs code of "
+                  "whoever wrote it while it loads (and needs PyTorch); use the model's model.safetensors, "
+                  "or save it with transformers' save_pretrained(..., safe_serialization=True)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What a transformers class saves: its heads (HF name prefixes), whether its
+    encoder has the pooler, and whether the encoder sits under `albert.`."""
+    heads: tuple[str, ...]
+    pooler: bool = True
+    prefixed: bool = True
+
+
+ARCHITECTURES = {
+    "AlbertModel": Architecture((), prefixed=False),
+    "AlbertForPreTraining": Architecture(("predictions.", "sop_classifier.")),
+    "AlbertForMaskedLM": Architecture(("predictions.",), pooler=False),
+    "AlbertForSequenceClassification": Architecture(("classifier.",)),
+    "AlbertForMultipleChoice": Architecture(("classifier.",)),
+    "AlbertForQuestionAnswering": Architecture(("qa_outputs.",), pooler=False),
+}
+
+
+@dataclasses.dataclass
+class HFCheckpoint:
+    """An HF folder read into TF1 names and layouts (transposes undone)."""
+    folder: str
+    config: dict[str, Any]  # config.json as written
+    tensors: dict[str, np.ndarray]  # TF1 name -> float32 value, TF1 layout
+    origin: dict[str, tuple[str, str, bool]]  # TF1 name -> (HF name, file, HF tensor is the transpose)
+    unused: list[str]  # HF tensors without a counterpart in our models
+    weights_path: str  # model.safetensors, or the shard index
+
+    @property
+    def config_path(self) -> str:
+        return posixpath.join(self.folder, CONFIG_FILE)
+
+    @property
+    def architecture(self) -> Optional[str]:
+        names = self.config.get("architectures") or [None]
+        return names[0]
+
+
+def _join(folder: str, name: str) -> str:
+    return posixpath.join(folder, name) if "://" in folder else os.path.join(folder, name)
+
+
+def is_hf_checkpoint(path: str) -> bool:
+    """True for a folder that holds Hugging Face files rather than a TF checkpoint
+    (and for weight files named directly: .safetensors, or a refused pickle)."""
+    if path.endswith((".safetensors",) + _PICKLE_SUFFIXES):
+        return True
+    if not tf.io.gfile.isdir(path):
+        return False
+    if tf.io.gfile.exists(_join(path, "checkpoint")) or tf.io.gfile.exists(
+            _join(path, posixpath.join("variables", "variables.index"))):
+        return False
+    markers = (CONFIG_FILE, WEIGHTS_FILE, INDEX_FILE) + _PICKLES + _OTHER_FORMATS
+    return any(tf.io.gfile.exists(_join(path, name)) for name in markers)
+
+
+def read_config(folder: str) -> dict[str, Any]:
+    """config.json of an HF folder: a JSON object with model_type "albert"."""
+    from albert_tf.config import HF_MODEL_TYPE
+
+    path = _join(folder, CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        raise CheckpointError(f"Hugging Face folder {folder} has no {CONFIG_FILE} (expected {CONFIG_FILE} "
+                              f"beside {WEIGHTS_FILE})")
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            data = json.loads(f.read())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    if data.get("model_type") != HF_MODEL_TYPE:
+        raise CheckpointError(f"{path}: model_type is {data.get('model_type')!r}; only ALBERT "
+                              f"(model_type {HF_MODEL_TYPE!r}) is read")
+    return data
+
+
+def _weight_files(folder: str) -> tuple[str, list[str]]:
+    """(the path named in messages, the safetensors files to read)."""
+    index = _join(folder, INDEX_FILE)
+    if tf.io.gfile.exists(index):
+        try:
+            with tf.io.gfile.GFile(index, "r") as f:
+                weight_map = json.loads(f.read())["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            raise CheckpointError(f"{index}: not a safetensors shard index (needs a 'weight_map' object; "
+                                  f"{type(err).__name__}: {err})") from None
+        files = [_join(folder, shard) for shard in shards]
+        for path in files:
+            if not tf.io.gfile.exists(path):
+                raise CheckpointError(f"{index} lists {os.path.basename(path)}, which is missing")
+        return index, files
+    single = _join(folder, WEIGHTS_FILE)
+    if tf.io.gfile.exists(single):
+        return single, [single]
+    for name in _PICKLES:
+        if tf.io.gfile.exists(_join(folder, name)):
+            raise CheckpointError(f"{_join(folder, name)}: {PICKLE_REFUSAL}")
+    others = [name for name in _OTHER_FORMATS if tf.io.gfile.exists(_join(folder, name))]
+    found = f" (found {', '.join(others)}, which is not read)" if others else ""
+    raise CheckpointError(f"Hugging Face folder {folder} has no {WEIGHTS_FILE} and no {INDEX_FILE}{found}")
+
+
+def _float32(path: str, name: str, info: dict[str, Any]) -> np.ndarray:
+    dtype = {"F32": np.float32, "F16": np.float16, "F64": np.float64}.get(info["dtype"])
+    if info["dtype"] == "BF16":  # numpy has no bfloat16; TensorFlow's ml_dtypes does
+        import ml_dtypes
+
+        dtype = ml_dtypes.bfloat16
+    if dtype is None:
+        raise CheckpointError(f"{path}: tensor {name} is {info['dtype']}, expected floating point "
+                              f"(F32, F16, BF16 or F64)")
+    return np.frombuffer(bytes(info["data"]), dtype=dtype).reshape(info["shape"]).astype(np.float32)
+
+
+def _read_safetensors(path: str) -> list[tuple[str, dict[str, Any]]]:
+    import safetensors
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        # The package's own parser, which keeps the raw bytes: its NumPy loader has no bfloat16.
+        return safetensors.deserialize(data)
+    except Exception as err:  # safetensors raises its own SafetensorError, not a ValueError
+        raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from None
+
+
+def read_checkpoint(path: str) -> HFCheckpoint:
+    """Reads an HF folder (or the folder of a .safetensors file named directly)."""
+    if path.endswith(_PICKLE_SUFFIXES):
+        raise CheckpointError(f"{path}: {PICKLE_REFUSAL}")
+    folder = os.path.dirname(path) if path.endswith(".safetensors") else path
+    if not tf.io.gfile.isdir(folder):
+        raise CheckpointError(f"Hugging Face folder not found: {folder}")
+    config = read_config(folder)
+    weights_path, files = _weight_files(folder)
+    tensors, origin, unused = {}, {}, []
+    aliases = []
+    for file in files:
+        for name, info in _read_safetensors(file):
+            mapped = name_table.tf1_name_from_hf(name)
+            if mapped is None:
+                unused.append(name)
+                continue
+            bare = name[len(name_table.HF_BASE_PREFIX):] if name.startswith(name_table.HF_BASE_PREFIX) else name
+            if bare in name_table.HF_TIED_ALIASES:
+                aliases.append((name, file, info, mapped))  # used only if the tensor it repeats is absent
+                continue
+            tf1_name, transposed = mapped
+            if tf1_name in origin:
+                raise CheckpointError(f"{file}: tensors {origin[tf1_name][0]} and {name} are the same weight "
+                                      f"({tf1_name}); keep one")
+            value = _float32(file, name, info)
+            tensors[tf1_name] = value.T if transposed else value
+            origin[tf1_name] = (name, file, transposed)
+    for name, file, info, (tf1_name, transposed) in aliases:
+        if tf1_name in origin:
+            unused.append(name)
+        else:
+            tensors[tf1_name] = _float32(file, name, info)
+            origin[tf1_name] = (name, file, transposed)
+    return HFCheckpoint(folder, config, tensors, origin, sorted(unused), weights_path)
+
+
+# --- writing ------------------------------------------------------------------
+
+def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
+    """HF name -> float32 value of what `architecture`'s save_pretrained writes,
+    from a built model of ours. CheckpointError if the model lacks the class's head
+    or has weights transformers cannot hold."""
+    if architecture not in ARCHITECTURES:
+        raise CheckpointError(f"unknown Hugging Face architecture {architecture}; known: {', '.join(ARCHITECTURES)}")
+    spec = ARCHITECTURES[architecture]
+    if not model.built:
+        model(model.dummy_inputs())
+    tensors, foreign = {}, []
+    for tf1_name, variable in name_table.tf1_name_map(model).items():
+        mapped = name_table.hf_name(tf1_name)
+        if mapped is None:
+            foreign.append(tf1_name)
+            continue
+        bare, transposed = mapped
+        value = np.asarray(variable.numpy(), dtype=np.float32)
+        value = np.ascontiguousarray(value.T) if transposed else value
+        if name_table.is_encoder_name(tf1_name):
+            if spec.pooler or not tf1_name.startswith(name_table.HF_POOLER_PREFIX):
+                tensors[(name_table.HF_BASE_PREFIX if spec.prefixed else "") + bare] = value
+        elif bare.startswith(spec.heads):
+            tensors[bare] = value
+    if foreign:
+        raise CheckpointError(f"{', '.join(sorted(foreign)[:4])}{' ...' if len(foreign) > 4 else ''}: "
+                              f"no Hugging Face counterpart, so {architecture} cannot hold this model")
+    for head in spec.heads:
+        if not any(name.startswith(head) for name in tensors):
+            raise CheckpointError(f"{architecture} needs the {head}* head, which the {type(model).__name__} "
+                                  f"being converted does not have")
+    if architecture == "AlbertForMultipleChoice" and tensors["classifier.weight"].shape[0] != 1:
+        raise CheckpointError(f"AlbertForMultipleChoice scores each choice with one output, but the head has "
+                              f"{tensors['classifier.weight'].shape[0]} (a GLUE classifier?)")
+    return tensors
+
+
+def _tokenizer_config(spm_model_file: str, do_lower_case: bool, config) -> tuple[dict, dict]:
+    """(tokenizer_config.json for transformers' AlbertTokenizer, the special-token ids
+    in the SentencePiece model)."""
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor()
+    processor.Load(spm_model_file)
+    if processor.GetPieceSize() != config.vocab_size:
+        raise CheckpointError(f"{spm_model_file}: has {processor.GetPieceSize()} pieces, but the model's "
+                              f"vocab_size is {config.vocab_size}; pass the model's own SentencePiece model")
+    tokens = {"unk_token": "<unk>", "pad_token": "<pad>", "cls_token": "[CLS]", "sep_token": "[SEP]",
+              "mask_token": "[MASK]"}
+    ids = {}
+    for role, piece in tokens.items():
+        piece_id = processor.PieceToId(piece)
+        if processor.IdToPiece(piece_id) != piece:
+            raise CheckpointError(f"{spm_model_file}: has no {piece} piece, which ALBERT's tokenizer needs "
+                                  f"as {role}")
+        ids[role] = piece_id
+    config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": do_lower_case, "remove_space": True,
+              "keep_accents": False, "bos_token": "[CLS]", "eos_token": "[SEP]", **tokens,
+              "model_max_length": config.max_position_embeddings}
+    token_ids = {"pad_token_id": ids["pad_token"], "bos_token_id": ids["cls_token"],
+                 "eos_token_id": ids["sep_token"]}
+    return config, token_ids
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"  # as transformers writes config.json
+
+
+def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: Optional[str] = None,
+                     do_lower_case: bool = True) -> str:
+    """Writes `model` as a transformers folder for `architecture`: config.json,
+    model.safetensors (float32) and, with `spm_model_file`, spiece.model and
+    tokenizer_config.json. Everything is checked before the first file is
+    written; each file is replaced atomically, config.json last."""
+    import safetensors.numpy
+
+    from albert_tf.fileio import atomic_output, atomic_write_text
+
+    tensors = architecture_tensors(model, architecture)
+    num_labels = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
+    config = model.config.to_hf_dict(architecture, num_labels)
+    tokenizer = None
+    if spm_model_file:
+        if not tf.io.gfile.exists(spm_model_file):
+            raise CheckpointError(f"SentencePiece model not found: {spm_model_file}")
+        tokenizer, token_ids = _tokenizer_config(spm_model_file, do_lower_case, model.config)
+        config.update(token_ids)
+    if os.path.exists(os.path.join(folder, INDEX_FILE)):
+        raise CheckpointError(f"{folder} holds a sharded model ({INDEX_FILE}) that this single "
+                              f"{WEIGHTS_FILE} would not replace; write to another folder")
+    os.makedirs(folder, exist_ok=True)
+    with atomic_output(os.path.join(folder, WEIGHTS_FILE)) as tmp:
+        safetensors.numpy.save_file(tensors, tmp, metadata=_METADATA)
+    if tokenizer is not None:
+        with atomic_output(os.path.join(folder, SPM_FILE)) as tmp:
+            tf.io.gfile.copy(spm_model_file, tmp, overwrite=True)
+        atomic_write_text(os.path.join(folder, TOKENIZER_CONFIG_FILE), _json_text(tokenizer))
+    atomic_write_text(os.path.join(folder, CONFIG_FILE), _json_text(config))
+    return folder
