@@ -37,6 +37,9 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per host call (one tf.function call).")
 flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per checkpoint.")
 flags.DEFINE_bool("init_from_group0", False, "Initialize every group from group_0 of --init_checkpoint.")
+flags.DEFINE_float("masked_lm_budget", 0, "If > 0, online masking: every example is masked anew in the input "
+                   "pipeline (fresh masks each epoch), with this share of tokens masked as "
+                   "create_pretraining_data.py's --masked_lm_prob (0.15 = its statistics). 0: the records' masks.")
 distribution.define_flags()
 for _name in ("albert_config_file", "output_dir"):
     flags.mark_flag_as_required(_name)
@@ -49,6 +52,9 @@ def _check_flags() -> None:
         raise ValueError("--do_train needs --input_file (TFRecords from create_pretraining_data.py)")
     if FLAGS.do_eval and not FLAGS.input_file:
         raise ValueError("--do_eval needs --input_file")
+    if not 0 <= FLAGS.masked_lm_budget < 1:
+        raise ValueError(f"--masked_lm_budget={FLAGS.masked_lm_budget}: expected a share of tokens in [0, 1) "
+                         f"(0.15 as create_pretraining_data.py), or 0 for the records' own masks")
 
 
 @reports_errors
@@ -71,7 +77,8 @@ def main(argv) -> int:
     task = pretraining_task(
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
         FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
-        FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy))
+        FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy),
+        masked_lm_budget=FLAGS.masked_lm_budget)
     train_config = TrainConfig(
         output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
         train_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,

@@ -73,21 +73,37 @@ def pretraining_task(
     init_from_group0: bool = False,
     use_one_hot_embeddings: bool = False,
     drop_remainder: bool = True,
+    masked_lm_budget: float = 0.0,
 ) -> Task:
-    """The Task the shared Trainer runs for `run_pretraining.py`."""
+    """The Task the shared Trainer runs for `run_pretraining.py`.
+
+    ``masked_lm_budget > 0`` masks every example anew in the input pipeline with that
+    share of tokens (``albert_tf.data.online_masking``); 0 uses the records' masks.
+    """
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
                          f"({config.max_position_embeddings}) of the ALBERT config")
 
-    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        features = pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq)
-        return check_token_ids(features, config.vocab_size)
+    remask = None
+    if masked_lm_budget > 0:
+        from albert_tf.data.online_masking import tf_online_masking
+
+        remask = tf_online_masking(seed, masked_lm_budget, max_predictions_per_seq,
+                                   find_mask_id(input_file, max_seq_length, max_predictions_per_seq),
+                                   config.vocab_size)
+
+    def parse(serialized: tf.Tensor, stream_index: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        features = check_token_ids(
+            pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq),
+            config.vocab_size)
+        return features if remask is None else remask(features, stream_index)
 
     def dataset_fn(global_batch: int, is_training: bool):
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_tfrecord_dataset(
                 input_file, parse, context.get_per_replica_batch_size(global_batch), is_training,
-                input_context=context, seed=seed, drop_remainder=drop_remainder or is_training)
+                input_context=context, seed=seed, drop_remainder=drop_remainder or is_training,
+                with_stream_index=remask is not None)
         return make
 
     def loss_fn(model, features, training, denominators=None):
@@ -115,6 +131,21 @@ def pretraining_task(
 
 
 VOCAB_MISMATCH = "token id out of range"
+
+
+def find_mask_id(input_file: str, max_seq_length: int, max_predictions_per_seq: int, records: int = 256) -> int:
+    """The [MASK] id of pretraining data, read from its first records (for online masking)."""
+    from absl import logging
+
+    from albert_tf.data.online_masking import most_common_replacement
+    from albert_tf.training.data import expand_file_patterns
+
+    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(records).map(
+        lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
+    mask_id = most_common_replacement(tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset)
+    logging.info("online masking: [MASK] id %d (the most frequent replacement in the data's first %d records)",
+                 mask_id, records)
+    return mask_id
 
 
 def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str, tf.Tensor]:

@@ -63,6 +63,7 @@ def make_tfrecord_dataset(
     cycle_length: int = 4,
     repeat: bool | None = None,
     shard_mode: str = "auto",
+    with_stream_index: bool = False,
 ) -> tf.data.Dataset:
     """A dataset of per-replica batches of parsed TFRecords.
 
@@ -79,7 +80,10 @@ def make_tfrecord_dataset(
     - ``files``: each worker reads its own files (needs >= one file per worker); batches
       then depend on the worker count, and resuming on another topology is refused.
 
-    ``parse_fn`` maps one serialized ``tf.train.Example`` to a dict of tensors.
+    ``parse_fn`` maps one serialized ``tf.train.Example`` to a dict of tensors; with
+    ``with_stream_index`` it is called as ``parse_fn(serialized, index)``, ``index`` being the
+    record's int64 position in the (shuffled, repeated) stream that every worker reads alike,
+    for per-example randomness that is reproducible on any topology and on resume.
     """
     if shard_mode not in SHARD_MODES:
         raise ValueError(f"shard_mode={shard_mode!r}: expected one of {', '.join(SHARD_MODES)}")
@@ -109,13 +113,16 @@ def make_tfrecord_dataset(
     if by_files:
         dataset = dataset.shard(num_pipelines, pipeline_id)
     num_files = len(files[pipeline_id::num_pipelines]) if by_files else len(files)
+    parse = (lambda index, record: parse_fn(record, index)) if with_stream_index else parse_fn
     if not is_training:
         dataset = dataset.flat_map(tf.data.TFRecordDataset)  # files in order
+        if with_stream_index:
+            dataset = dataset.enumerate()
         if num_pipelines > 1:
             dataset = dataset.shard(num_pipelines, pipeline_id)
         if repeat:
             dataset = dataset.repeat()
-        dataset = dataset.map(parse_fn, num_parallel_calls=AUTOTUNE, deterministic=True)
+        dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=True)
         return dataset.batch(batch_size_per_replica, drop_remainder=drop_remainder).prefetch(AUTOTUNE)
 
     dataset = dataset.repeat().shuffle(num_files, seed=seed)
@@ -126,6 +133,8 @@ def make_tfrecord_dataset(
         deterministic=True,  # never the original's sloppy mode: resume must replay the same order
     )
     dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
+    if with_stream_index:
+        dataset = dataset.enumerate()
     if not by_files:
         # The global stream: cut global batches, skip those already trained on, keep our rows.
         local_rows = batch_size_per_replica * (num_replicas // num_pipelines)
@@ -134,8 +143,8 @@ def make_tfrecord_dataset(
             dataset = dataset.skip(to_skip)
         if num_pipelines > 1:
             start = pipeline_id * local_rows
-            dataset = dataset.map(lambda records: records[start:start + local_rows])
+            dataset = dataset.map(lambda *batch: tuple(t[start:start + local_rows] for t in batch))
         dataset = dataset.unbatch()
-    dataset = dataset.map(parse_fn, num_parallel_calls=AUTOTUNE, deterministic=True)
+    dataset = dataset.map(parse, num_parallel_calls=AUTOTUNE, deterministic=True)
     dataset = dataset.batch(batch_size_per_replica, drop_remainder=drop_remainder)
     return dataset.prefetch(AUTOTUNE)

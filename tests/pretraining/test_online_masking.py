@@ -1,0 +1,149 @@
+"""run_pretraining.py --masked_lm_budget: every example masked anew in the input pipeline with
+create_pretraining_data.py's algorithm, reproducible from the seed, exact on resume."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data.books import write_book_as_sentences
+from albert_tf.pretraining import pretraining_task
+from albert_tf.training.data import TrainInputContext
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ, PRED, MASK_ID = 64, 10, 4  # [MASK] is id 4 in 30k-clean.model
+CONFIG = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=16, max_position_embeddings=SEQ)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, shared):
+    folder = tmp_path_factory.mktemp("online")
+    book = write_book_as_sentences(shared("data", "corpus", "botchan.txt"), folder / "botchan.txt")
+    out = folder / "train.tfrecord"
+    done = subprocess.run([
+        sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={book}",
+        f"--output_file={out}", f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}",
+        f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}", "--dupe_factor=1", "--num_workers=1"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return str(out)
+
+
+def _batches(records, count, seed=5, budget=0.15, skip=0):
+    task = pretraining_task(CONFIG, records, SEQ, PRED, 32, 32, seed, masked_lm_budget=budget)
+    dataset = task.train_dataset_fn(TrainInputContext(global_batches_to_skip=skip))
+    return [tf.nest.map_structure(lambda t: t.numpy(), b) for b in dataset.take(count)]
+
+
+def _stack(batches):
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def _originals(f):
+    """Each row's unmasked ids, rebuilt here from the record's positions and labels."""
+    tokens = f["input_ids"].copy()
+    for row in range(len(tokens)):
+        real = f["masked_lm_weights"][row] > 0
+        tokens[row, f["masked_lm_positions"][row][real]] = f["masked_lm_ids"][row][real]
+    return tokens
+
+
+def _statistics(f):
+    """Shares measured from the features alone: replacements, predictions per row, masked span lengths."""
+    originals = _originals(f)
+    mask = keep = other = 0
+    spans = {1: 0, 2: 0, 3: 0, "more": 0}
+    for row in range(len(originals)):
+        real = f["masked_lm_weights"][row] > 0
+        positions = f["masked_lm_positions"][row][real]
+        shown = f["input_ids"][row][positions]
+        labels = f["masked_lm_ids"][row][real]
+        mask += int(np.sum(shown == MASK_ID))
+        keep += int(np.sum((shown == labels) & (labels != MASK_ID)))
+        other += int(np.sum((shown != labels) & (shown != MASK_ID)))
+        # Words of maximal runs of adjacent masked positions (a run of n words counts once).
+        boundary = f["token_boundary"][row]
+        run = 0
+        masked = set(positions.tolist())
+        for p in range(1, SEQ + 1):
+            if p in masked:
+                run += int(boundary[p])
+            elif run:
+                spans[run if run <= 3 else "more"] += 1
+                run = 0
+    total = mask + keep + other
+    count = sum(spans.values())
+    return {"mask": mask / total, "keep": keep / total, "random": other / total,
+            **{f"span{k}": v / count for k, v in spans.items()}}
+
+
+def test_online_masks_follow_the_offline_algorithm(records):
+    online = _stack(_batches(records, 12))
+    offline = _stack(_batches(records, 12, budget=0.0))
+    lengths = online["input_mask"].sum(1)
+    counts = (online["masked_lm_weights"] > 0).sum(1)
+    np.testing.assert_array_equal(counts, np.minimum(PRED, np.maximum(1, np.round(lengths * 0.15))))
+    for row in range(len(lengths)):
+        positions = online["masked_lm_positions"][row][: counts[row]]
+        assert list(positions) == sorted(positions)
+        first_sep = int((online["segment_ids"][row][: lengths[row]] == 0).sum()) - 1
+        assert not {0, first_sep, lengths[row] - 1} & set(positions.tolist())  # [CLS]/[SEP] never masked
+        for p in positions:  # whole words: a word's later pieces are masked with its start
+            if not online["token_boundary"][row][p]:
+                assert p - 1 in positions or p - 1 in (0, first_sep)  # a row may start mid-word
+    # The originals under both masks are the same text: labels are the true tokens.
+    np.testing.assert_array_equal(_originals(online), _originals(offline))
+    got, expected = _statistics(online), _statistics(offline)
+    assert abs(got["mask"] - 0.8) < 0.03 and abs(got["keep"] - 0.1) < 0.03 and abs(got["random"] - 0.1) < 0.03
+    for key in expected:
+        assert abs(got[key] - expected[key]) < 0.03, (key, got, expected)
+    assert (online["masked_lm_positions"] != offline["masked_lm_positions"]).any(axis=1).mean() > 0.9
+
+
+def test_reproducible_from_the_seed_and_new_each_epoch(records):
+    first = _stack(_batches(records, 4))
+    np.testing.assert_array_equal(_stack(_batches(records, 4))["input_ids"], first["input_ids"])
+    assert (_stack(_batches(records, 4, seed=6))["masked_lm_positions"] != first["masked_lm_positions"]).any()
+    # Over many batches a record comes round again (the stream repeats) with other masks.
+    seen = {}
+    repeated = 0
+    many = _stack(_batches(records, 40))
+    originals = _originals(many)
+    for row in range(len(originals)):
+        key = originals[row].tobytes()
+        if key in seen:
+            repeated += 1
+            assert not np.array_equal(many["masked_lm_positions"][row], many["masked_lm_positions"][seen[key]])
+        seen[key] = row
+    assert repeated > 0
+
+
+def test_exact_on_resume_from_an_iterator_checkpoint_and_by_skipping(records, tmp_path):
+    task = pretraining_task(CONFIG, records, SEQ, PRED, 32, 32, 5, masked_lm_budget=0.15)
+    iterator = iter(task.train_dataset_fn(TrainInputContext()))
+    for _ in range(3):
+        next(iterator)
+    path = tf.train.Checkpoint(iterator=iterator).write(str(tmp_path / "input"))
+    expected = [next(iterator)["input_ids"].numpy() for _ in range(3)]
+    restored = iter(task.train_dataset_fn(TrainInputContext()))
+    tf.train.Checkpoint(iterator=restored).read(path).assert_consumed()
+    np.testing.assert_array_equal([next(restored)["input_ids"].numpy() for _ in range(3)], expected)
+    skipped = _batches(records, 3, skip=3)
+    np.testing.assert_array_equal([b["input_ids"] for b in skipped], expected)
+
+
+def test_driver_trains_with_online_masking(records, tmp_path):
+    config = tmp_path / "albert_config.json"
+    config.write_text(CONFIG.to_json_string())
+    done = subprocess.run([
+        sys.executable, os.path.join(REPO, "run_pretraining.py"), f"--albert_config_file={config}",
+        f"--input_file={records}", f"--output_dir={tmp_path / 'out'}", f"--max_seq_length={SEQ}",
+        f"--max_predictions_per_seq={PRED}", "--train_batch_size=8", "--num_train_steps=2",
+        "--masked_lm_budget=0.15"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "online masking: [MASK] id 4" in done.stderr
+    assert (tmp_path / "out" / "model.ckpt-2.index").exists()
