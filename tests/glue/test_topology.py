@@ -1,0 +1,44 @@
+"""GLUE fine-tuning keeps one-device semantics: 2 mirrored replicas with dropout on give the
+one-device run's weights and eval results."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from .conftest import TINY_CONFIG
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _train(out, config, data_dir, spm, *extra):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run_classifier.py"), "--task_name=mrpc", f"--data_dir={data_dir}",
+         f"--albert_config_file={config}", f"--spm_model_file={spm}", f"--output_dir={out}", "--do_train",
+         "--do_eval", "--max_seq_length=32", "--train_batch_size=8", "--eval_batch_size=8", "--train_step=6",
+         "--save_checkpoints_steps=6", "--learning_rate=1e-3", "--seed=3", *extra],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    reader = tf.train.load_checkpoint(str(out / "model.ckpt-6"))
+    weights = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+               if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
+    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines()
+                   if " = " in line)
+    return weights, {k: float(v) for k, v in results.items()}
+
+
+def test_mirrored_matches_one_device_with_dropout(glue_slices, spm_model, tmp_path):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}))
+    single, single_eval = _train(tmp_path / "one", config, glue_slices, spm_model)
+    mirrored, mirrored_eval = _train(tmp_path / "two", config, glue_slices, spm_model,
+                                     "--distribution_strategy=mirrored", "--num_gpus=2")
+    assert set(single) == set(mirrored) and single
+    worst = max(float(np.abs(single[k] - mirrored[k]).max()) for k in single)
+    assert worst <= 1e-5, worst
+    assert single_eval.keys() == mirrored_eval.keys()
+    for key in single_eval:
+        assert abs(single_eval[key] - mirrored_eval[key]) <= 1e-5, key
