@@ -423,6 +423,7 @@ class _Progress:
         self.interval = interval
         self.start = self.last = time.monotonic()
         self.done = self.documents = self.instances = 0
+        self._shown: tuple | None = None
 
     def update(self, done: int = 0, documents: int = 0, instances: int = 0, final: bool = False) -> None:
         self.done += done
@@ -431,7 +432,10 @@ class _Progress:
         now = time.monotonic()
         if self.interval <= 0 or (now - self.last < self.interval and not final):
             return
+        if final and self._shown == (self.done, self.documents, self.instances):
+            return  # the last line already said it
         self.last = now
+        self._shown = (self.done, self.documents, self.instances)
         elapsed = max(now - self.start, 1e-9)
         fraction = min(1.0, self.done / self.total)
         eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("inf")

@@ -7,10 +7,14 @@ The data tools write records in processes that never import TensorFlow (about
   (uint32 LE), the data, masked CRC32C of the data (uint32 LE); the mask is
   TensorFlow's `((crc >> 15 | crc << 17) + 0xa282ead8) mod 2**32`.
 - An Example is protobuf: Example.features (field 1) -> Features.feature, a
-  map<string, Feature> whose entries are written sorted by key, as
-  `SerializeToString(deterministic=True)` does. (Without `deterministic`,
-  TensorFlow's protobuf writes map entries in hash-table order, which changes from
-  process to process, so no other order could be matched byte for byte.)
+  map<string, Feature> whose entries are written in the order of
+  `SerializeToString(deterministic=True)` with TensorFlow's protobuf (upb):
+  by key bytes, except that a key comes after the longer keys it is a prefix of
+  ("ab" before "a"; upb sorts in reverse and writes backwards). The features of
+  the pretraining format have no such pairs, so there this is plain byte order,
+  which C++ protobuf uses. (Without `deterministic`, map entries come in hash
+  table order, which changes from process to process: no fixed order could match
+  it byte for byte.)
   Feature.int64_list is field 3 and Feature.float_list field 2, each holding one
   packed repeated field 1; an empty list is an empty message, still present.
 """
@@ -113,9 +117,13 @@ def features_entry(name: str, feature: bytes) -> bytes:
     return length_delimited(1, length_delimited(1, name.encode("utf-8")) + length_delimited(2, feature))
 
 
+def map_key_order(name: str) -> tuple[int, ...]:
+    """Sort key of a map entry as upb's deterministic serialization: bytes, the end of a key above any byte."""
+    return (*name.encode("utf-8"), 256)
+
+
 def example_bytes(features: Mapping[str, bytes]) -> bytes:
-    """Serialized `tf.train.Example` from {name: serialized Feature}, entries sorted by key as TensorFlow's
-    deterministic serialization."""
-    entries = sorted((name.encode("utf-8"), name) for name in features)
-    body = b"".join(features_entry(name, features[name]) for _, name in entries)
+    """Serialized `tf.train.Example` from {name: serialized Feature}, entries in TensorFlow's deterministic
+    order (`map_key_order`)."""
+    body = b"".join(features_entry(name, features[name]) for name in sorted(features, key=map_key_order))
     return length_delimited(1, body)
