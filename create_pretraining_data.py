@@ -118,7 +118,16 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     signal.signal(signal.SIGTERM, _terminate)
-    summary = create_pretraining_data(config_from_flags())
+    try:
+        summary = create_pretraining_data(config_from_flags())
+    except KeyboardInterrupt:
+        # Cleaned up already. Returned, not raised: reports_errors would import TensorFlow (seconds) to
+        # classify any exception that leaves main.
+        sys.stderr.write("create_pretraining_data: interrupted; temporary files removed\n")
+        return 128 + signal.SIGINT
+    except SystemExit as stop:
+        sys.stderr.write("create_pretraining_data: terminated; temporary files removed\n")
+        return stop.code
     sys.stderr.write(
         f"create_pretraining_data: wrote {summary['instances']} instances to "
         f"{', '.join(summary['output_files'])}; summary in {summary['summary_file']}\n"

@@ -48,11 +48,12 @@ def _range_start(lo: int, hi: int, parts: int, i: int) -> int:
 class BucketFiles:
     """Scatter side, then the sorted read-back. Files live in `directory` and are removed as they are read."""
 
-    def __init__(self, directory: str, num_buckets: int, buffer_total_bytes: int = 16 << 20):
+    BUFFER_BYTES = 8192  # per open bucket file: at most 8 MiB for 1024 buckets
+
+    def __init__(self, directory: str, num_buckets: int):
         self.directory = directory
         self.num_buckets = num_buckets
         self.stats = ShuffleStats(buckets=num_buckets)
-        self._buffer = max(4096, min(1 << 16, buffer_total_bytes // num_buckets))
         self._files: dict[int, object] = {}
 
     def _path(self, bucket: int) -> str:
@@ -62,7 +63,7 @@ class BucketFiles:
         """Appends entries (concatenated `entry` bytes) to `bucket`."""
         f = self._files.get(bucket)
         if f is None:
-            f = self._files[bucket] = open(self._path(bucket), "wb", buffering=self._buffer)
+            f = self._files[bucket] = open(self._path(bucket), "wb", buffering=self.BUFFER_BYTES)
         f.write(blob)
         self.stats.bytes_written += len(blob)
 
