@@ -20,6 +20,7 @@ The data tools write records in processes that never import TensorFlow (about
 """
 from __future__ import annotations
 
+import math
 import os
 import struct
 from typing import Iterable, Mapping, Sequence
@@ -98,16 +99,23 @@ def int64_feature(values: Iterable[int]) -> bytes:
     return length_delimited(3, int64_list)
 
 
+def _float32_bytes(value: float) -> bytes:
+    try:
+        return struct.pack("<f", value)
+    except OverflowError:  # rounds beyond float32: a C cast (protobuf) gives +-inf
+        return struct.pack("<f", math.copysign(math.inf, value))
+
+
 def float_feature(values: Sequence[float]) -> bytes:
     """Serialized `tf.train.Feature(float_list=tf.train.FloatList(value=values))`.
 
-    Values are rounded to float32 as protobuf does (a C cast: nearest, beyond the
-    float32 range to +-inf, NaN sign kept); struct's "f" would refuse those.
+    Values are rounded to float32 as protobuf does (a C cast: to nearest, beyond
+    the float32 range to +-inf, NaN sign kept).
     """
-    import numpy as np
-
-    with np.errstate(over="ignore"):
-        packed = np.asarray(values, dtype=np.float64).astype("<f4").tobytes()
+    try:
+        packed = struct.pack(f"<{len(values)}f", *values)
+    except OverflowError:
+        packed = b"".join(_float32_bytes(v) for v in values)
     float_list = length_delimited(1, packed) if packed else b""
     return length_delimited(2, float_list)
 
