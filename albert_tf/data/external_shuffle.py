@@ -71,9 +71,10 @@ class BucketFiles:
         for f in self._files.values():
             f.close()
 
-    def sorted_payloads(self, memory_limit: int, max_open: int) -> Iterator[memoryview]:
-        """All payloads in key order; each bucket file is removed once read. At most about
-        `memory_limit` bytes of entries (plus ~150 bytes per entry of index) are in memory."""
+    def sorted_runs(self, memory_limit: int, max_open: int) -> Iterator[list[memoryview]]:
+        """All payloads in key order, one list per bucket (or part of a split bucket); each file is removed
+        once read. At most about `memory_limit` bytes of entries (plus ~150 bytes per entry of index) are
+        in memory."""
         self.close()
         for bucket in range(self.num_buckets):
             path = self._path(bucket)
@@ -83,7 +84,7 @@ class BucketFiles:
                 yield from self._sorted(path, lo, hi, memory_limit, max_open, can_split=True)
 
     def _sorted(self, path: str, lo: int, hi: int, memory_limit: int, max_open: int,
-                can_split: bool) -> Iterator[memoryview]:
+                can_split: bool) -> Iterator[list[memoryview]]:
         size = os.path.getsize(path)
         parts = min(max_open, -(-size // max(1, memory_limit // 2)))
         if size > memory_limit and can_split and parts >= 2 and hi - lo >= parts:
@@ -112,8 +113,7 @@ class BucketFiles:
             pos += header + length
         index.sort()
         view = memoryview(data)
-        for _, start, end in index:
-            yield view[start:end]
+        yield [view[start:end] for _, start, end in index]
 
     def _split(self, path: str, lo: int, hi: int, parts: int) -> list[int]:
         """Streams `path` into `parts` files by key range (order kept within each); returns their sizes."""

@@ -517,19 +517,19 @@ def _make_instances(config: PipelineConfig, runner: _Runner, store: DocumentStor
 
 
 def _write_outputs(config: PipelineConfig, buckets: BucketFiles, temp_files: list[str], total: int) -> None:
-    """Phase 3: the sorted instances, round-robin over the output files."""
+    """Phase 3: the sorted instances, instance k to output k % len(outputs)."""
     progress = _Progress("writing", total, config.progress_interval)
     writers = [TFRecordWriter(tmp) for tmp in temp_files]
     try:
         memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
         num_outputs = len(writers)
         written = 0
-        for record in buckets.sorted_payloads(memory_limit, _max_open_buckets()):
-            writers[written % num_outputs].write_framed(record)
-            written += 1
-            if written % 10000 == 0:
-                progress.update(10000, instances=10000)
-        progress.update(written % 10000, instances=written % 10000, final=True)
+        for run in buckets.sorted_runs(memory_limit, _max_open_buckets()):
+            for j, writer in enumerate(writers):
+                writer.write_framed(run[(j - written) % num_outputs :: num_outputs])
+            written += len(run)
+            progress.update(len(run), instances=len(run))
+        progress.update(final=True)
     finally:
         for writer in writers:
             writer.close()

@@ -56,9 +56,9 @@ class TFRecordWriter:
     def write(self, record: bytes) -> None:
         self._file.write(frame_record(record))
 
-    def write_framed(self, framed: bytes | memoryview) -> None:
-        """Writes a record already framed by `frame_record` (framing done elsewhere, e.g. in workers)."""
-        self._file.write(framed)
+    def write_framed(self, framed: Iterable[bytes | memoryview]) -> None:
+        """Writes records already framed by `frame_record` (framing done elsewhere, e.g. in workers)."""
+        self._file.writelines(framed)
 
     def close(self) -> None:
         self._file.close()
