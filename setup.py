@@ -24,6 +24,7 @@ setup(
         "sentencepiece>=0.2.0,<0.3",
         "absl-py>=2.1,<3",
         "numpy>=1.26,<3",
+        "google-crc32c==1.9.0",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={
