@@ -111,7 +111,17 @@ def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_mod
                       "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
                       "--num_output_shards=2", "--num_workers=2", "--random_seed=7", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert sorted(f for f in os.listdir(tmp_path) if f != "no_tensorflow") == [
+    assert sorted(f for f in os.listdir(tmp_path) if f not in ("no_tensorflow", "single")) == [
         "out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002", "out.tfrecord.summary.json"
     ]
     assert "instances" in result.stderr and "ETA" in result.stderr  # progress and final line
+
+    # The CLI forks its workers (no TensorFlow loaded); one in-process worker writes the same bytes.
+    single = tmp_path / "single" / "out.tfrecord"
+    result = _run_cli(f"--input_file={sample}", f"--output_file={single}", f"--spm_model_file={spm_model}",
+                      "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
+                      "--num_output_shards=2", "--num_workers=1", "--random_seed=7", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for shard in ("00000-of-00002", "00001-of-00002"):
+        assert (tmp_path / f"out.tfrecord-{shard}").read_bytes() == (tmp_path / "single" / f"out.tfrecord-{shard}"
+                                                                      ).read_bytes()
