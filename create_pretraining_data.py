@@ -1,8 +1,11 @@
 """Create ALBERT pretraining TFRecords (masked LM + sentence order) from raw text.
 
-Same flags, defaults and output format as Google's create_pretraining_data.py,
-plus: --num_workers (parallel, same output whatever the count),
---num_output_shards, --skip_invalid_lines, --block_size_mb (memory bound).
+Same flags, defaults and output format as Google's create_pretraining_data.py
+(all instances of all passes in one random order; "random other documents"
+from the whole corpus), plus: --num_workers (parallel, same output whatever the
+count), --num_output_shards, --skip_invalid_lines, --block_size_mb,
+--shuffle_bucket_mb (memory bounds), --tmp_dir (temporary disk space, about the
+output's size). Memory does not grow with the corpus; TensorFlow is not needed.
 Input: one sentence per line, blank lines between documents.
 
   python create_pretraining_data.py --input_file=corpus/*.txt
@@ -10,6 +13,7 @@ Input: one sentence per line, blank lines between documents.
     --max_seq_length=128 --dupe_factor=5 --num_workers=4
 """
 import os
+import signal
 import sys
 
 from absl import app, flags
@@ -55,10 +59,15 @@ flags.DEFINE_integer("num_output_shards", 1,
                      "Write this many files <output_file>-0000i-of-0000N (instances go round-robin).")
 flags.DEFINE_bool("skip_invalid_lines", False,
                   "Count and skip input lines that are not valid UTF-8 instead of failing.")
-flags.DEFINE_float("block_size_mb", 2.0,
-                   "Documents are processed in blocks of about this much text: the unit of parallel work, of "
-                   "instance shuffling and of the random-document pool. Peak memory grows with it, not with the "
-                   "corpus. Part of the output's identity (like --random_seed).")
+flags.DEFINE_float("block_size_mb", 1.0,
+                   "Documents are processed in blocks of about this much text (the unit of parallel work). Peak "
+                   "memory grows with it, not with the corpus. The output does not depend on it.")
+flags.DEFINE_float("shuffle_bucket_mb", 64.0,
+                   "The final shuffle sorts at most this many MB of instances in memory at once. The output does "
+                   "not depend on it.")
+flags.DEFINE_string("tmp_dir", None,
+                    "Directory for temporary files (tokenized corpus, about half the input; shuffle buckets, about "
+                    "the output's size), removed at the end. Default: the directory of the (first) output file.")
 
 
 def _usable_cpus() -> int:
@@ -93,15 +102,32 @@ def config_from_flags() -> PipelineConfig:
         num_workers=num_workers,
         skip_invalid_lines=FLAGS.skip_invalid_lines,
         block_size_mb=FLAGS.block_size_mb,
+        shuffle_bucket_mb=FLAGS.shuffle_bucket_mb,
+        tmp_dir=FLAGS.tmp_dir,
         summary_file=default_summary_file(FLAGS.output_file),
     )
+
+
+def _terminate(signum, frame):
+    # As for Ctrl-C: unwind, so that temporary files and partial outputs are removed.
+    raise SystemExit(128 + signum)
 
 
 @reports_errors
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    summary = create_pretraining_data(config_from_flags())
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        summary = create_pretraining_data(config_from_flags())
+    except KeyboardInterrupt:
+        # Cleaned up already. Returned, not raised: reports_errors would import TensorFlow (seconds) to
+        # classify any exception that leaves main.
+        sys.stderr.write("create_pretraining_data: interrupted; temporary files removed\n")
+        return 128 + signal.SIGINT
+    except SystemExit as stop:
+        sys.stderr.write("create_pretraining_data: terminated; temporary files removed\n")
+        return stop.code
     sys.stderr.write(
         f"create_pretraining_data: wrote {summary['instances']} instances to "
         f"{', '.join(summary['output_files'])}; summary in {summary['summary_file']}\n"

@@ -25,6 +25,7 @@ setup(
         "absl-py>=2.1,<3",
         "numpy>=1.26,<3",
         "safetensors==0.8.0",
+        "google-crc32c==1.9.0",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={

@@ -1,3 +1,6 @@
 """Pretraining data: the TFRecord feature spec (`pretraining_features`), the
 instance algorithm (`pretraining_instances`) and the streaming, parallel
-pipeline behind create_pretraining_data.py (`pretraining_pipeline`)."""
+pipeline behind create_pretraining_data.py (`pretraining_pipeline`), with its
+parts: the tokenized corpus on disk (`document_store`), the external shuffle
+(`external_shuffle`) and TFRecord/Example writing without TensorFlow
+(`tfrecord`)."""

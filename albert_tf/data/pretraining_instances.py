@@ -11,8 +11,9 @@ Differences from the original, all deliberate:
 - Every draw comes from the `random.Random` passed in (the original drew the
   n-gram length from numpy's unseeded global RNG, so its output could not be
   reproduced).
-- "A random other document" is drawn from the documents the caller passes (the
-  pipeline passes one block of the corpus, not the whole corpus).
+- "A random other document" is drawn from the documents the caller passes, as
+  the original; the pipeline passes the whole corpus as a sequence that reads
+  documents from disk on demand (`document_store.CorpusView`).
 - The candidate order is drawn lazily (same distribution as a full shuffle),
   and random ids use int(random() * vocab_size); the original re-shuffled the
   candidates after masking even when not permuting, a draw with no effect
@@ -144,13 +145,25 @@ class InstanceStats:
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng: random.Random) -> None:
-    """Trims the longer list, from a random end, until both fit in `max_num_tokens`."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng.random() < 0.5:
-            del trunc_tokens[0]
+    """Trims the longer list, from a random end, until both fit in `max_num_tokens`.
+
+    One draw per removed token, as the original; the removals are counted first
+    and done as two slices (deleting from the front one at a time is quadratic).
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    front = [0, 0]  # tokens to drop at the front of a, of b
+    random_ = rng.random
+    while len_a + len_b > max_num_tokens:
+        side = 0 if len_a > len_b else 1
+        if random_() < 0.5:
+            front[side] += 1
+        if side == 0:
+            len_a -= 1
         else:
-            trunc_tokens.pop()
+            len_b -= 1
+    for tokens, drop, keep in ((tokens_a, front[0], len_a), (tokens_b, front[1], len_b)):
+        if keep < len(tokens):
+            tokens[:] = tokens[drop : drop + keep]
 
 
 def create_instances_from_document(
@@ -161,7 +174,11 @@ def create_instances_from_document(
     rng: random.Random,
     stats: InstanceStats,
 ) -> list[Instance]:
-    """Instances from one document (a list of sentences, each a list of ids)."""
+    """Instances from one document (a list of sentences, each a list of ids).
+
+    `all_documents` needs only len() and indexing (documents, and their
+    sentences, may be read lazily).
+    """
     document = all_documents[document_index]
     max_num_tokens = options.max_seq_length - 3  # room for [CLS], [SEP], [SEP]
     # Usually fill the sequence; sometimes (short_seq_prob) aim shorter, to

@@ -1,25 +1,36 @@
 """Streaming, parallel, reproducible driver for pretraining data (create_pretraining_data.py).
 
-How work is cut (this is what makes the output independent of --num_workers
-and memory independent of corpus size):
-- The input is read as a stream of documents (blank line or end of file ends a
-  document) and cut into *blocks* of whole documents of about `block_size_mb`
-  of text. A block is the unit of work and of randomness: the random other
-  document for sentence-order pairs is drawn from the same block, and the
-  block's instances are shuffled together.
-- For pass d of `dupe_factor` and block b, all draws come from
-  random.Random(seed(random_seed, d, b)); results are written in (d, b) order,
-  instance k of the whole run going to output shard k % num_shards (as the
-  original's round-robin writer). Workers only change who computes a block.
-- Passes are dupe-major (all blocks of pass 0, then pass 1, ...), re-reading
-  the input each pass, so the copies of a sentence with different masks are a
-  whole corpus apart rather than adjacent.
-- Memory is bounded by about (2 * num_workers + 1) blocks in flight (raw text
-  plus their serialized instances) and the tokenized block inside each worker;
-  a single document larger than a block is held whole.
+Three phases, like the original's (read all documents; make instances for
+every document in every `dupe_factor` pass; shuffle all instances together)
+but with memory bounded whatever the corpus size:
 
-Worker processes import sentencepiece and this package's pure-Python modules
-only; TensorFlow is loaded in the main process for the TFRecord writer.
+1. Tokenize: the input is read as a stream of documents (a blank line or the
+   end of a file ends one) cut into blocks of about `block_size_mb` of text;
+   workers tokenize blocks, the main process appends the documents, in corpus
+   order, to a `DocumentStore` on disk (token ids plus an offset index).
+2. Instances: for each pass and each range of documents, a worker reads the
+   range from the store and makes its instances. "A random other document"
+   (single-segment chunks, `random_next_sentence`) is drawn uniformly from the
+   whole corpus (not the current one, as the original) and read from the store
+   by offset. Each instance gets a random 64-bit sort key; serialized and framed
+   as TFRecords, instances are scattered by key range into bucket files.
+3. Write: buckets are sorted by key one at a time and appended to the outputs,
+   instance k of the result going to shard k % num_shards (as the original's
+   round-robin writer).
+
+Reproducibility: every draw for document d in pass p, sort keys included, comes
+from random.Random(seed(random_seed, p, d)), and equal keys keep generation
+order (pass, document, instance). The output is therefore one uniform random
+permutation of all instances, the same bytes for any --num_workers,
+--block_size_mb, --shuffle_bucket_mb or --tmp_dir.
+
+Memory: about 2 * num_workers + 1 blocks (text, then their instances) in
+flight, and in phase 3 one bucket of at most `shuffle_bucket_mb` (a single
+document larger than a block is held whole). Disk, in a fresh directory under
+`tmp_dir` (default: the first output's directory) that is removed at the end,
+also on errors: the token store (about half the text) and the buckets (about
+the size of the output). No process imports TensorFlow: the records are
+encoded and framed by `tfrecord`.
 """
 from __future__ import annotations
 
@@ -27,16 +38,30 @@ import collections
 import glob
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import random
+import resource
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
-from albert_tf.fileio import atomic_write_text
+from albert_tf.data.document_store import (
+    DATA_FILE,
+    INDEX_FILE,
+    CorpusView,
+    DocumentStore,
+    DocumentStoreWriter,
+    encode_document,
+    token_typecode,
+)
+from albert_tf.data.external_shuffle import ENTRY_HEADER, KEY_SPACE, BucketFiles, bucket_of, entry
 from albert_tf.data.pretraining_features import ExampleSerializer
 from albert_tf.data.pretraining_instances import (
     InstanceOptions,
@@ -44,9 +69,12 @@ from albert_tf.data.pretraining_instances import (
     VocabInfo,
     create_instances_from_document,
 )
+from albert_tf.data.tfrecord import TFRecordWriter, frame_record
+from albert_tf.fileio import atomic_write_text
 from albert_tf.tokenization import FullTokenizer, preprocess_text
 
 MIN_SEQ_LENGTH = 5  # [CLS] A [SEP] B [SEP] with one token each
+TFRECORD_FRAMING = 16  # length, its CRC, data CRC
 
 
 class PretrainingDataError(ValueError):
@@ -65,7 +93,10 @@ class PipelineConfig:
     dupe_factor: int = 40
     num_workers: int = 1
     skip_invalid_lines: bool = False
-    block_size_mb: float = 2.0
+    block_size_mb: float = 1.0
+    shuffle_bucket_mb: float = 64.0  # most bytes of instances sorted in memory at once (phase 3)
+    tmp_dir: str | None = None  # default: the first output's directory
+    shuffle: bool = True  # False: generation order (pass, document, instance), for tests and inspection
     summary_file: str | None = None  # default: <first output>.summary.json (or <prefix>.summary.json)
     progress_interval: float = 5.0  # seconds between progress lines on stderr (0: none)
 
@@ -135,6 +166,9 @@ def validate(config: PipelineConfig) -> None:
         (config.dupe_factor >= 1, f"--dupe_factor must be >= 1, got {config.dupe_factor}"),
         (config.num_workers >= 1, f"--num_workers must be >= 1, got {config.num_workers}"),
         (config.block_size_mb > 0, f"--block_size_mb must be > 0, got {config.block_size_mb}"),
+        (config.shuffle_bucket_mb > 0, f"--shuffle_bucket_mb must be > 0, got {config.shuffle_bucket_mb}"),
+        (not config.tmp_dir or not os.path.exists(config.tmp_dir) or os.path.isdir(config.tmp_dir),
+         f"--tmp_dir: {config.tmp_dir} is not a directory"),
         (len(config.output_files) >= 1, "--output_file is required"),
     ]
     for ok, message in checks:
@@ -198,45 +232,92 @@ def iter_blocks(
         yield block, block_size
 
 
-# ------------------------------------------------------------------ per-block work (runs in workers)
-class BlockResult(NamedTuple):
-    records: list[bytes]
-    stats: InstanceStats
-    documents: int
+# ------------------------------------------------------------------ work done in workers
+class TokenizedBlock(NamedTuple):
+    blob: bytes  # DocumentStore records of the block's documents
+    record_sizes: list[int]
     sentences: int
-    raw_bytes: int
+    tokens: int
+
+
+class UnitResult(NamedTuple):
+    buckets: dict[int, bytes]  # bucket -> bucket-file entries, in generation order
+    stats: InstanceStats
+    instances: int
+    documents: int
+
+
+@dataclass(frozen=True)
+class _WorkerSettings:
+    vocab_file: str | None
+    spm_model_file: str | None
+    do_lower_case: bool
+    options: InstanceOptions
+    random_seed: int
+    dupe_factor: int
+    shuffle: bool
+    work_dir: str
+    typecode: str
 
 
 class _Context:
-    """Per-process state: tokenizer, vocabulary facts, serializer."""
+    """Per-process state: tokenizer, vocabulary facts, serializer, the document store (opened when first used)."""
 
-    def __init__(self, vocab_file, spm_model_file, do_lower_case, options: InstanceOptions, random_seed: int):
-        self.tokenizer = FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case, spm_model_file=spm_model_file)
+    def __init__(self, settings: _WorkerSettings):
+        self.settings = settings
+        self.tokenizer = FullTokenizer(vocab_file=settings.vocab_file, do_lower_case=settings.do_lower_case,
+                                       spm_model_file=settings.spm_model_file)
         self.use_spm = self.tokenizer.sp_model is not None
-        self.do_lower_case = do_lower_case
         self.vocab = VocabInfo.from_tokenizer(self.tokenizer)
-        self.options = options
-        self.random_seed = random_seed
+        options = settings.options
         self.serializer = ExampleSerializer(
             options.max_seq_length, options.num_masked_slots, max(self.vocab.vocab_size, options.max_seq_length)
         )
+        self._store: DocumentStore | None = None
+
+    @property
+    def store(self) -> DocumentStore:
+        if self._store is None:
+            self._store = DocumentStore(self.settings.work_dir, self.settings.typecode)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 _CONTEXT: _Context | None = None
 
 
-def _init_worker(*args) -> None:
+def _init_worker(settings: _WorkerSettings, in_worker_process: bool = True) -> None:
     global _CONTEXT
-    _CONTEXT = _Context(*args)
+    if in_worker_process:
+        # Ctrl-C goes to the whole process group: only the main process acts on it
+        # (it stops the pool and removes temporaries); workers write no files. A forked
+        # worker would also inherit the CLI's SIGTERM handler: back to the default.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _CONTEXT is None or _CONTEXT.settings != settings:  # a forked worker has it already
+        _CONTEXT = _Context(settings)
 
 
-def block_seed(random_seed: int, dupe: int, block_index: int) -> int:
-    """A stable 64-bit seed for (random_seed, pass, block), the same in every process."""
-    digest = hashlib.sha256(f"albert_tf/pretraining/{random_seed}/{dupe}/{block_index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
+def document_seed(random_seed: int, dupe: int, document_index: int) -> int:
+    """A stable 64-bit seed for (random_seed, pass, document), the same in every process."""
+    digest = hashlib.blake2b(f"albert_tf/pretraining/{random_seed}/{dupe}/{document_index}".encode(),
+                             digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
-def _tokenize_block(ctx: _Context, raw_documents: list[list[str]]) -> tuple[list[list[list[int]]], int]:
+def ordered_key(dupe: int, document_index: int, k: int, num_documents: int, dupe_factor: int) -> int:
+    """Sort key of generation order (pass, document, instance), spread over the key space (shuffle=False)."""
+    spacing = KEY_SPACE // (num_documents * dupe_factor)
+    if k >= spacing:
+        raise PretrainingDataError("shuffle=False: too many instances per document for the key space")
+    return (dupe * num_documents + document_index) * spacing + k
+
+
+def _tokenize_documents(ctx: _Context, raw_documents: list[list[str]]) -> tuple[list[list[list[int]]], int]:
     """Raw lines -> documents of id lists; as the original, a line empty after clean-up splits documents."""
     tokenizer = ctx.tokenizer
     documents: list[list[list[int]]] = []
@@ -245,7 +326,7 @@ def _tokenize_block(ctx: _Context, raw_documents: list[list[str]]) -> tuple[list
         document: list[list[int]] = []
         for line in raw_document:
             if ctx.use_spm:
-                text = preprocess_text(line, lower=ctx.do_lower_case)
+                text = preprocess_text(line, lower=ctx.settings.do_lower_case)
             else:
                 text = line.strip()
             if not text:
@@ -262,102 +343,207 @@ def _tokenize_block(ctx: _Context, raw_documents: list[list[str]]) -> tuple[list
     return documents, sentences
 
 
-def process_block(dupe: int, block_index: int, raw_documents: list[list[str]], raw_bytes: int) -> BlockResult:
-    """Serialized, shuffled instances of one block for one pass."""
+def tokenize_block(raw_documents: list[list[str]]) -> TokenizedBlock:
+    """Phase 1: one block of raw documents as DocumentStore records."""
     ctx = _CONTEXT
-    options = ctx.options
-    documents, sentences = _tokenize_block(ctx, raw_documents)
-    rng = random.Random(block_seed(ctx.random_seed, dupe, block_index))
-    rng.shuffle(documents)
-    stats = InstanceStats()
-    instances = []
-    for document_index in range(len(documents)):
-        instances.extend(create_instances_from_document(documents, document_index, options, ctx.vocab, rng, stats))
-    rng.shuffle(instances)
+    documents, sentences = _tokenize_documents(ctx, raw_documents)
+    records = [encode_document(document, ctx.settings.typecode) for document in documents]
+    tokens = sum(len(sentence) for document in documents for sentence in document)
+    return TokenizedBlock(b"".join(records), [len(r) for r in records], sentences, tokens)
 
+
+def make_instances(dupe: int, start: int, end: int, num_buckets: int) -> UnitResult:
+    """Phase 2: instances of documents [start, end) for pass `dupe`, framed, keyed and grouped by bucket."""
+    ctx = _CONTEXT
+    settings = ctx.settings
+    store = ctx.store
+    corpus = CorpusView(store, start, store.read_range(start, end))
     serialize = ctx.serializer.serialize_instance
-    records = [
-        serialize(
-            inst.tokens,
-            inst.segment_ids,
-            inst.token_boundary,
-            inst.masked_lm_positions,
-            inst.masked_lm_ids,
-            1 if inst.is_random_next else 0,
-        )
-        for inst in instances
-    ]
-    return BlockResult(records, stats, len(documents), sentences, raw_bytes)
+    stats = InstanceStats()
+    buckets: dict[int, list[bytes]] = collections.defaultdict(list)
+    count = 0
+    for document_index in range(start, end):
+        rng = random.Random(document_seed(settings.random_seed, dupe, document_index))
+        instances = create_instances_from_document(corpus, document_index, settings.options, ctx.vocab, rng, stats)
+        for k, inst in enumerate(instances):
+            record = frame_record(serialize(inst.tokens, inst.segment_ids, inst.token_boundary,
+                                            inst.masked_lm_positions, inst.masked_lm_ids, int(inst.is_random_next)))
+            if settings.shuffle:
+                key = rng.getrandbits(64)
+            else:
+                key = ordered_key(dupe, document_index, k, store.num_documents, settings.dupe_factor)
+            buckets[bucket_of(key, num_buckets)].append(entry(key, record))
+        count += len(instances)
+    return UnitResult({b: b"".join(parts) for b, parts in buckets.items()}, stats, count, end - start)
 
 
 # ------------------------------------------------------------------ orchestration
-def _iter_results(config: PipelineConfig, counters: ReadCounters) -> Iterator[tuple[int, BlockResult]]:
-    """Yields (pass, BlockResult) in (pass, block) order, computed in-process or by worker processes."""
-    block_bytes = max(1, int(config.block_size_mb * 1024 * 1024))
-    context_args = (config.vocab_file, config.spm_model_file, config.do_lower_case, config.options, config.random_seed)
+class _Runner:
+    """Runs a phase's tasks in-process (1 worker) or in a pool, yielding results in task order with a
+    bounded number in flight."""
 
-    def tasks():
-        for dupe in range(config.dupe_factor):
-            # Count lines/skips once (pass 0); later passes re-read the same input.
-            pass_counters = counters if dupe == 0 else ReadCounters()
-            for block_index, (raw_documents, raw_bytes) in enumerate(
-                iter_blocks(config.input_files, block_bytes, config.skip_invalid_lines, pass_counters)
-            ):
-                yield dupe, block_index, raw_documents, raw_bytes
+    def __init__(self, settings: _WorkerSettings, num_workers: int):
+        self.num_workers = num_workers
+        self._executor = None
+        if num_workers == 1:
+            _init_worker(settings, in_worker_process=False)
+            return
+        if "tensorflow" in sys.modules or "fork" not in multiprocessing.get_all_start_methods():
+            # TensorFlow (loaded by a caller: tests, notebooks) must not be forked: fresh interpreters.
+            context = multiprocessing.get_context("spawn")
+        else:
+            # The CLI's case: build the tokenizer once here and fork, instead of every worker starting an
+            # interpreter and building it again (about 0.6 CPU-seconds each). The pool forks all workers
+            # before it starts its thread, and this process has no other threads.
+            _init_worker(settings, in_worker_process=False)
+            context = multiprocessing.get_context("fork")
+        self._executor = ProcessPoolExecutor(max_workers=num_workers, mp_context=context,
+                                             initializer=_init_worker, initargs=(settings,))
+        # Start the workers now, before this process opens any output (a fork copies open files and buffers).
+        self._executor.submit(int).result()
 
-    if config.num_workers == 1:
-        _init_worker(*context_args)
-        for dupe, block_index, raw_documents, raw_bytes in tasks():
-            yield dupe, process_block(dupe, block_index, raw_documents, raw_bytes)
-        return
-
-    # "spawn": the main process has TensorFlow loaded, which must not be forked.
-    executor = ProcessPoolExecutor(
-        max_workers=config.num_workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
-        initargs=context_args,
-    )
-    pending: collections.deque = collections.deque()
-    try:
-        for dupe, block_index, raw_documents, raw_bytes in tasks():
-            pending.append((dupe, executor.submit(process_block, dupe, block_index, raw_documents, raw_bytes)))
-            while len(pending) > 2 * config.num_workers:  # bounded read-ahead
-                done_dupe, future = pending.popleft()
-                yield done_dupe, future.result()
+    def map(self, fn: Callable, tasks: Iterable[tuple]) -> Iterator:
+        if self._executor is None:
+            for args in tasks:
+                yield fn(*args)
+            return
+        pending: collections.deque = collections.deque()
+        for args in tasks:
+            pending.append(self._executor.submit(fn, *args))
+            while len(pending) > 2 * self.num_workers:  # bounded read-ahead
+                yield pending.popleft().result()
         while pending:
-            done_dupe, future = pending.popleft()
-            yield done_dupe, future.result()
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+            yield pending.popleft().result()
+
+    def close(self) -> None:
+        global _CONTEXT
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        if _CONTEXT is not None:
+            _CONTEXT.close()
+            _CONTEXT = None
 
 
 class _Progress:
-    """Progress lines on stderr: documents and instances per second, ETA."""
+    """Progress lines on stderr for one phase: share done, documents and instances per second, ETA."""
 
-    def __init__(self, total_bytes: int, interval: float):
-        self.total = max(1, total_bytes)
+    def __init__(self, phase: str, total: int, interval: float):
+        self.phase = phase
+        self.total = max(1, total)
         self.interval = interval
         self.start = self.last = time.monotonic()
-        self.done_bytes = self.documents = self.instances = 0
+        self.done = self.documents = self.instances = 0
+        self._shown: tuple | None = None
 
-    def update(self, result: BlockResult, final: bool = False) -> None:
-        self.done_bytes += result.raw_bytes
-        self.documents += result.documents
-        self.instances += len(result.records)
+    def update(self, done: int = 0, documents: int = 0, instances: int = 0, final: bool = False) -> None:
+        self.done += done
+        self.documents += documents
+        self.instances += instances
         now = time.monotonic()
         if self.interval <= 0 or (now - self.last < self.interval and not final):
             return
+        if final and self._shown == (self.done, self.documents, self.instances):
+            return  # the last line already said it
         self.last = now
+        self._shown = (self.done, self.documents, self.instances)
         elapsed = max(now - self.start, 1e-9)
-        fraction = min(1.0, self.done_bytes / self.total)
+        fraction = min(1.0, self.done / self.total)
         eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("inf")
         sys.stderr.write(
-            f"create_pretraining_data: {100 * fraction:5.1f}% | {self.documents} documents "
+            f"create_pretraining_data: {self.phase} {100 * fraction:5.1f}% | {self.documents} documents "
             f"({self.documents / elapsed:.0f}/s) | {self.instances} instances ({self.instances / elapsed:.0f}/s) "
             f"| elapsed {elapsed:.0f}s | ETA {eta:.0f}s\n"
         )
         sys.stderr.flush()
+
+
+@dataclass
+class CorpusFacts:
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    store_bytes: int = 0
+
+
+def _tokenize_corpus(config: PipelineConfig, runner: _Runner, work_dir: str, counters: ReadCounters) -> CorpusFacts:
+    """Phase 1: input files -> DocumentStore in `work_dir`."""
+    block_bytes = max(1, int(config.block_size_mb * 1024 * 1024))
+    progress = _Progress("tokenizing", sum(os.path.getsize(p) for p in config.input_files), config.progress_interval)
+    blocks = iter_blocks(config.input_files, block_bytes, config.skip_invalid_lines, counters)
+    sizes: collections.deque = collections.deque()
+
+    def tasks():
+        for raw_documents, raw_bytes in blocks:
+            sizes.append(raw_bytes)
+            yield (raw_documents,)
+
+    facts = CorpusFacts()
+    writer = DocumentStoreWriter(work_dir)
+    try:
+        for block in runner.map(tokenize_block, tasks()):
+            writer.append(block.blob, block.record_sizes)
+            facts.documents += len(block.record_sizes)
+            facts.sentences += block.sentences
+            facts.tokens += block.tokens
+            progress.update(sizes.popleft(), documents=len(block.record_sizes))
+    finally:
+        writer.close()
+    facts.store_bytes = writer.num_bytes
+    progress.update(final=True)
+    return facts
+
+
+def _max_open_buckets() -> int:
+    """Bucket files open at once during the scatter: half the descriptor limit, at most 1024."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(2, min(1024, (soft - 64) // 2 if soft != resource.RLIM_INFINITY else 1024))
+
+
+def choose_num_buckets(config: PipelineConfig, facts: CorpusFacts, record_bytes: int, max_open: int) -> int:
+    """Enough buckets that each holds about half the sort memory, from a generous estimate of the output
+    (a bucket that still turns out too large is split on disk; the count never changes the output)."""
+    max_num_tokens = config.options.max_seq_length - 3
+    instances_per_pass = facts.documents + 2 * facts.tokens / max_num_tokens
+    estimate = config.dupe_factor * instances_per_pass * (record_bytes + TFRECORD_FRAMING + ENTRY_HEADER.size)
+    target = config.shuffle_bucket_mb * (1 << 20) / 2
+    return max(1, min(max_open, math.ceil(estimate / target)))
+
+
+def _make_instances(config: PipelineConfig, runner: _Runner, store: DocumentStore, unit_bytes: int,
+                    buckets: BucketFiles, stats: InstanceStats) -> int:
+    """Phase 2: all passes' instances scattered into `buckets`; returns their count."""
+    progress = _Progress("instances", store.num_documents * config.dupe_factor, config.progress_interval)
+    tasks = ((dupe, start, end, buckets.num_buckets)
+             for dupe in range(config.dupe_factor) for start, end in store.iter_ranges(unit_bytes))
+    count = 0
+    for result in runner.map(make_instances, tasks):
+        for bucket, blob in result.buckets.items():
+            buckets.append(bucket, blob)
+        stats.merge(result.stats)
+        count += result.instances
+        progress.update(result.documents, documents=result.documents, instances=result.instances)
+    progress.update(final=True)
+    return count
+
+
+def _write_outputs(config: PipelineConfig, buckets: BucketFiles, temp_files: list[str], total: int) -> None:
+    """Phase 3: the sorted instances, instance k to output k % len(outputs)."""
+    progress = _Progress("writing", total, config.progress_interval)
+    writers = [TFRecordWriter(tmp) for tmp in temp_files]
+    try:
+        memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
+        num_outputs = len(writers)
+        written = 0
+        for run in buckets.sorted_runs(memory_limit, _max_open_buckets()):
+            for j, writer in enumerate(writers):
+                writer.write_framed(run[(j - written) % num_outputs :: num_outputs])
+            written += len(run)
+            progress.update(len(run), instances=len(run))
+        progress.update(final=True)
+    finally:
+        for writer in writers:
+            writer.close()
 
 
 def _shares(counts: dict) -> dict:
@@ -365,8 +551,8 @@ def _shares(counts: dict) -> dict:
     return {str(k): (v / total if total else 0.0) for k, v in sorted(counts.items())}
 
 
-def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCounters, documents: int,
-                  sentences: int, elapsed: float) -> dict:
+def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCounters, facts: CorpusFacts,
+                  vocab: dict, shuffle: dict, elapsed: float) -> dict:
     n = stats.instances
     replacements = {"mask": stats.replaced_mask, "keep": stats.replaced_keep, "random": stats.replaced_random}
     labels = {"0": stats.sop_in_order, "1": stats.sop_swapped + stats.sop_random_document}
@@ -374,10 +560,12 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
         "instances": n,
         "output_files": list(config.output_files),
         "input_files": list(config.input_files),
-        "documents": documents,
-        "sentences": sentences,
+        "documents": facts.documents,
+        "sentences": facts.sentences,
+        "tokens": facts.tokens,
         "input_lines": counters.lines,
         "invalid_lines_skipped": counters.invalid_lines_skipped,
+        **vocab,
         "mean_tokens": stats.tokens / n if n else 0.0,
         "masked_fraction": stats.masked / stats.tokens if stats.tokens else 0.0,
         "mean_masked_per_instance": stats.masked / n if n else 0.0,
@@ -396,6 +584,7 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
             "swapped": stats.sop_swapped,
             "random_document": stats.sop_random_document,
         },
+        "shuffle": shuffle,
         "settings": {
             "vocab_file": config.vocab_file,
             "spm_model_file": config.spm_model_file,
@@ -403,6 +592,7 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
             "random_seed": config.random_seed,
             "dupe_factor": config.dupe_factor,
             "block_size_mb": config.block_size_mb,
+            "shuffle_bucket_mb": config.shuffle_bucket_mb,
             "num_workers": config.num_workers,
             **asdict(config.options),
         },
@@ -419,68 +609,72 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
     """Runs the whole job; returns the summary (also written as JSON next to the output).
 
     Outputs are written under temporary names and renamed only on success; on
-    any error they are removed and the error propagates.
+    any error or interrupt they and the temporary directory are removed and the
+    error propagates.
     """
     validate(config)
-    _check_tokenizer(config)
-    import tensorflow as tf  # the TFRecord writer (main process only)
-
+    tokenizer = _check_tokenizer(config)
+    vocab = {"vocab_size": tokenizer.vocab_size,
+             "vocab_type": "sentencepiece" if tokenizer.sp_model is not None else "wordpiece"}
     start = time.monotonic()
     for path in config.output_files:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp_parent = config.tmp_dir or os.path.dirname(os.path.abspath(config.output_files[0]))
+    os.makedirs(tmp_parent, exist_ok=True)
+    work_dir = tempfile.mkdtemp(prefix=os.path.basename(config.output_files[0]) + ".tmp-", dir=tmp_parent)
     temp_files = [f"{path}.tmp.{os.getpid()}" for path in config.output_files]
-    writers = []
+    settings = _WorkerSettings(config.vocab_file, config.spm_model_file, config.do_lower_case, config.options,
+                               config.random_seed, config.dupe_factor, config.shuffle, work_dir,
+                               token_typecode(tokenizer.vocab_size))
     stats = InstanceStats()
     counters = ReadCounters()
-    documents = sentences = 0
-    total_bytes = sum(os.path.getsize(p) for p in config.input_files) * config.dupe_factor
-    progress = _Progress(total_bytes, config.progress_interval)
     try:
-        writers = [tf.io.TFRecordWriter(tmp) for tmp in temp_files]
-        num_written = 0
-        checked_nonempty = False
-        last_result = None
-        for dupe, result in _iter_results(config, counters):
-            if dupe > 0 and not checked_nonempty:
-                _check_nonempty(config, documents)
-                checked_nonempty = True
-            if dupe == 0:
-                documents += result.documents
-                sentences += result.sentences
-            stats.merge(result.stats)
-            for record in result.records:
-                writers[num_written % len(writers)].write(record)
-                num_written += 1
-            progress.update(result)
-            last_result = result
-        _check_nonempty(config, documents)
-        for writer in writers:
-            writer.close()
-        writers = []
+        runner = _Runner(settings, config.num_workers)
+        try:
+            facts = _tokenize_corpus(config, runner, work_dir, counters)
+            _check_nonempty(config, facts.documents)
+            serializer = ExampleSerializer(config.options.max_seq_length, config.options.num_masked_slots,
+                                           max(tokenizer.vocab_size, config.options.max_seq_length))
+            num_buckets = choose_num_buckets(config, facts, serializer.max_record_bytes(), _max_open_buckets())
+            buckets = BucketFiles(work_dir, num_buckets)
+            store = DocumentStore(work_dir, settings.typecode)  # here only its index is read
+            # Units of about a block of text, as in phase 1 (the store is smaller than the text).
+            unit_bytes = max(1, int(config.block_size_mb * (1 << 20) * facts.store_bytes
+                                    / max(1, counters.bytes_read)))
+            try:
+                total = _make_instances(config, runner, store, unit_bytes, buckets, stats)
+            finally:
+                store.close()
+                buckets.close()
+        finally:
+            runner.close()  # workers hold memory; phase 3 runs in this process
+        for name in (DATA_FILE, INDEX_FILE):
+            os.remove(os.path.join(work_dir, name))  # free the disk before the outputs grow
+        _write_outputs(config, buckets, temp_files, total)
         for tmp, path in zip(temp_files, config.output_files):
             os.replace(tmp, path)
-        if last_result is not None:
-            progress.update(BlockResult([], InstanceStats(), 0, 0, 0), final=True)
     except BaseException:
-        for writer in writers:
-            writer.close()
         for tmp in temp_files:
             if os.path.exists(tmp):
                 os.remove(tmp)
         raise
-    summary = build_summary(config, stats, counters, documents, sentences, time.monotonic() - start)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    shuffle = {"buckets": buckets.stats.buckets, "bucket_splits": buckets.stats.bucket_splits,
+               "largest_sorted_bytes": buckets.stats.largest_sorted_bytes,
+               "temporary_bytes": facts.store_bytes + buckets.stats.bytes_written}
+    summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
     summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
     _write_json_atomic(summary_file, summary)
     summary["summary_file"] = summary_file
     return summary
 
 
-def _check_tokenizer(config: PipelineConfig) -> None:
+def _check_tokenizer(config: PipelineConfig) -> FullTokenizer:
     """Loads the tokenizer once up front, so a bad model fails clearly before any work (not in a worker)."""
     try:
-        FullTokenizer(vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
-                      spm_model_file=config.spm_model_file)
+        return FullTokenizer(vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+                             spm_model_file=config.spm_model_file)
     except (OSError, ValueError) as err:
         flag = "--spm_model_file" if config.spm_model_file else "--vocab_file"
         raise PretrainingDataError(f"{flag}: {err}") from None

@@ -10,11 +10,24 @@ from albert_tf.data.pretraining_pipeline import PretrainingDataError, create_pre
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run_cli(*args):
+def _run_cli(*args, env=None):
     return subprocess.run(
         [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), *args],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
     )
+
+
+# Loaded at start-up by every Python process that has its folder on PYTHONPATH, the spawned workers too.
+_NO_TENSORFLOW = """
+import sys
+
+class _NoTensorFlow:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ImportError(f"tensorflow imported by {sys.argv}")
+
+sys.meta_path.insert(0, _NoTensorFlow())
+"""
 
 
 def _leftovers(folder):
@@ -81,15 +94,34 @@ def test_cli_errors_exit_nonzero(tmp_path, spm_model):
     assert _leftovers(tmp_path) == []
 
 
-def test_cli_end_to_end_with_shards(tmp_path, shared, spm_model):
-    # The original's sample text, its flags (vocab_file not needed with spm), two shards, two workers.
+def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_model):
+    # The original's sample text, its flags (vocab_file not needed with spm), two shards, two workers;
+    # no process (main or worker) may import TensorFlow.
+    blocker = tmp_path / "no_tensorflow"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(_NO_TENSORFLOW, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(blocker), REPO,
+                                                                    os.environ.get("PYTHONPATH")])))
+    probe = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True, text=True, env=env)
+    assert "tensorflow imported by" in probe.stderr  # the blocker works
+
     sample = shared("data", "corpus", "sample_text.txt")
     prefix = tmp_path / "out.tfrecord"
     result = _run_cli(f"--input_file={sample}", f"--output_file={prefix}", f"--spm_model_file={spm_model}",
                       "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
-                      "--num_output_shards=2", "--num_workers=2", "--random_seed=7")
+                      "--num_output_shards=2", "--num_workers=2", "--random_seed=7", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert _leftovers(tmp_path) == [
+    assert sorted(f for f in os.listdir(tmp_path) if f not in ("no_tensorflow", "single")) == [
         "out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002", "out.tfrecord.summary.json"
     ]
     assert "instances" in result.stderr and "ETA" in result.stderr  # progress and final line
+
+    # The CLI forks its workers (no TensorFlow loaded); one in-process worker writes the same bytes.
+    single = tmp_path / "single" / "out.tfrecord"
+    result = _run_cli(f"--input_file={sample}", f"--output_file={single}", f"--spm_model_file={spm_model}",
+                      "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
+                      "--num_output_shards=2", "--num_workers=1", "--random_seed=7", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for shard in ("00000-of-00002", "00001-of-00002"):
+        assert (tmp_path / f"out.tfrecord-{shard}").read_bytes() == (tmp_path / "single" / f"out.tfrecord-{shard}"
+                                                                      ).read_bytes()

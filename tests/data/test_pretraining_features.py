@@ -1,4 +1,4 @@
-"""The one feature spec: hand-encoded Examples equal TensorFlow's, and parse back as int32/float32."""
+"""The one feature spec: hand-encoded Examples equal TensorFlow's (bytes), and parse back as int32/float32."""
 import numpy as np
 import tensorflow as tf
 
@@ -49,6 +49,7 @@ def test_hand_encoding_equals_tensorflow_message():
     features = _features()
     ours = serialize_example(features, SEQ, PRED)
     assert tf.train.Example.FromString(ours) == _tf_example(features)
+    assert ours == _tf_example(features).SerializeToString(deterministic=True)
     fast = ExampleSerializer(SEQ, PRED, 30000).serialize_instance(
         features["input_ids"], features["segment_ids"], features["token_boundary"], [1, 4], [29999, 128], 1
     )

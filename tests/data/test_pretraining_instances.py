@@ -85,6 +85,7 @@ def test_wordpiece_vocab_mode(tmp_path, make_config):
     summary = create_pretraining_data(make_config(_small_corpus(tmp_path), None, [out], vocab_file=str(vocab_file),
                                                   max_seq_length=32, max_predictions_per_seq=5))
     assert summary["instances"] > 0
+    assert summary["vocab_size"] == len(vocab) and summary["vocab_type"] == "wordpiece"
     rows = list(tf.data.TFRecordDataset(str(out)).map(lambda s: parse_example(s, 32, 5)).as_numpy_iterator())
     ids = np.concatenate([r["input_ids"] for r in rows])
     assert ids.max() < len(vocab) and (ids == 2).sum() == len(rows)
