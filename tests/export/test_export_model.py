@@ -63,15 +63,20 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
         sigs = loaded.signatures
         ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
         worst = {{}}
-        def diff(name, got):
-            worst[name] = float(np.abs(got.numpy() - io["want_" + name]).max())
+        def diff(signature, name, got):  # one entry per (signature, output): none overwrites another
+            worst[signature + "/" + name] = float(np.abs(got.numpy() - io["want_" + name]).max())
         out = sigs["tokens"](**ids)
-        diff("sequence_output", out["sequence_output"]); diff("pooled_output", out["pooled_output"])
-        diff("mlm_logits", sigs["mlm"](**ids, mlm_positions=tf.constant(io["masked_lm_positions"]))["mlm_logits"])
-        diff("sop_log_probs", sigs["sop"](**ids)["sop_log_probs"])
+        diff("tokens", "sequence_output", out["sequence_output"])
+        diff("tokens", "pooled_output", out["pooled_output"])
+        out = sigs["mlm"](**ids, mlm_positions=tf.constant(io["masked_lm_positions"]))
+        for name in ("mlm_logits", "sequence_output", "pooled_output"):
+            diff("mlm", name, out[name])
+        diff("sop", "sop_log_probs", sigs["sop"](**ids)["sop_log_probs"])
         text = sigs["serving_default"](text=tf.constant({SENTENCES!r}))
         worst["text_ids_equal"] = bool((text["input_ids"].numpy() == io["input_ids"]).all())
-        diff("sequence_output", text["sequence_output"])
+        worst["text_mask_equal"] = bool((text["input_mask"].numpy() == io["input_mask"]).all())
+        diff("serving_default", "sequence_output", text["sequence_output"])
+        diff("serving_default", "pooled_output", text["pooled_output"])
         info = sigs["tokenization_info"]()
         worst["asset"] = info["vocab_file"].numpy().decode()
         worst["lower"] = bool(info["do_lower_case"].numpy())
@@ -80,9 +85,15 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_log_probs"):
+    outputs = {"tokens": ("sequence_output", "pooled_output"),
+               "mlm": ("mlm_logits", "sequence_output", "pooled_output"),
+               "sop": ("sop_log_probs",),
+               "serving_default": ("sequence_output", "pooled_output")}
+    keys = [f"{signature}/{name}" for signature, names in outputs.items() for name in names]
+    assert sorted(k for k in result if "/" in k) == sorted(keys)
+    for key in keys:
         assert result[key] <= 1e-5, (key, result[key])
-    assert result["text_ids_equal"]
+    assert result["text_ids_equal"] and result["text_mask_equal"]
     assert result["asset"].endswith("30k-clean.model") and os.path.exists(result["asset"])
     assert result["lower"] is True
 

@@ -68,8 +68,9 @@ def test_stsb_metrics():
     gold = [1.5, 2.0, 4.0, 0.0]
     results = metrics.compute_glue_metrics("sts-b", gold, scores, is_real_example=[1, 1, 1, 0])
     assert results["MSE"] == pytest.approx((0.25 + 0 + 1) / 3)
-    assert results["eval_loss"] == results["MSE"]
-    assert results["pearson"] == pytest.approx(metrics.pearson_corr([1, 2, 3], [1.5, 2, 4]))
+    assert results["eval_loss"] == pytest.approx((0.25 + 0 + 1) / 3)
+    # dx = [-1, 0, 1], dy = [-1, -0.5, 1.5]: sum dx*dy = 2.5, sum dx^2 = 2, sum dy^2 = 3.5
+    assert results["pearson"] == pytest.approx(2.5 / math.sqrt(2 * 3.5))
     assert results["spearman"] == pytest.approx(1.0)
     assert "eval_accuracy" not in results
 

@@ -118,7 +118,7 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     blocks = _check_best(out, "pearson", steps=20)
     for block in blocks:
         assert {"pearson", "spearman", "MSE", "eval_loss"} <= set(block) and "eval_accuracy" not in block
-        assert block["eval_loss"] == pytest.approx(block["MSE"])
+        assert block["num_examples"] == 24
 
     scores = np.loadtxt(out / "test_results.tsv")
     assert scores.shape == (12,)
@@ -132,6 +132,21 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
                                scores, atol=1e-5)
     np.testing.assert_allclose(loaded.signatures["serving_text"](text_a=text_a, text_b=text_b)["score"].numpy(),
                                scores, atol=1e-5)
+
+    # The best checkpoint's dev metrics, recomputed here from the exported (best) model's dev
+    # scores with the textbook formulas, not with albert_tf.glue.metrics.
+    dev = get_processor("sts-b").get_dev_examples(glue_slices)
+    gold = np.array([float(e.label) for e in dev])
+    dev_scores = loaded.signatures["serving_text"](text_a=tf.constant([e.text_a for e in dev]),
+                                                   text_b=tf.constant([e.text_b for e in dev]))["score"]
+    dev_scores = dev_scores.numpy().astype(np.float64)
+    dx, dy = dev_scores - dev_scores.mean(), gold - gold.mean()
+    pearson = (dx * dy).sum() / np.sqrt((dx * dx).sum() * (dy * dy).sum())
+    mse = ((dev_scores - gold) ** 2).mean()
+    best = max(blocks, key=lambda b: b["pearson"])
+    assert best["pearson"] == pytest.approx(pearson, abs=1e-5)
+    assert best["MSE"] == pytest.approx(mse, rel=1e-5)
+    assert best["eval_loss"] == pytest.approx(mse, rel=1e-5)
 
 
 ERROR_CASES = r"""

@@ -79,13 +79,17 @@ def test_mixed_precision_close_to_float32(reference, policy, tol):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     real = io["input_mask"].astype(bool)
-    for key in ("sequence_output", "mlm_logits", "sop_logits", "pooled_output"):
+    for key in ("sequence_output", "embedding_output", "mlm_logits", "sop_logits", "pooled_output"):
         assert out[key].dtype == tf.float32, key
-    assert np.abs(out["sequence_output"].numpy() - io["sequence_output"])[real].max() < tol
+    assert all(x.dtype == tf.float32 for x in out["encoder_outputs"])
+    for key in ("sequence_output", "embedding_output"):
+        assert np.abs(out[key].numpy() - io[key])[real].max() < tol, key
     assert np.abs(out["pooled_output"].numpy() - io["pooled_output"]).max() < tol
     # Logits are larger numbers: compare relative to their scale.
     scale = np.abs(io["mlm_logits"][real]).max()
     assert np.abs(out["mlm_logits"].numpy() - io["mlm_logits"])[real].max() < tol * scale
+    scale = np.abs(io["sop_logits"]).max()
+    assert np.abs(out["sop_logits"].numpy() - io["sop_logits"]).max() < tol * scale
 
 
 def test_dropout_only_in_training():

@@ -1,6 +1,9 @@
 """The evaluator against the official scripts' figures (../shared/reference/README.md) and edge cases."""
+import collections
 import json
 import random
+import re
+import string
 import subprocess
 import sys
 
@@ -49,43 +52,113 @@ def test_cli_prints_one_json_object(shared, tmp_path):
 def _v2_probs(dataset, preds, seed=0):
     rng = random.Random(seed)
     qids = [qa["id"] for _, _, qa in data.iter_questions(dataset, "x")]
-    # Informative but noisy no-answer scores, distinct so the sweep has no ties.
-    return {q: (1.0 if preds[q] == "" else 0.0) + rng.random() for q in qids}
+    # Informative but noisy no-answer scores, distinct so the sweep has no ties; noisy
+    # enough that the best cut answers many questions predicted "".
+    return {q: (0.3 if preds[q] == "" else 0.0) + rng.random() for q in qids}
+
+
+# --- evaluate-v2.0's best-threshold search, re-derived here (not albert_tf's scoring) ---
+
+def _official_normalize(text):
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def _official_raw_scores(qa, prediction):
+    """(exact, f1) of one question: gold answers normalising to "" are dropped, and a
+    question left without any has the single gold answer ""."""
+    golds = [a["text"] for a in qa["answers"] if _official_normalize(a["text"])] or [""]
+
+    def tokens(text):
+        return _official_normalize(text).split() if text else []
+
+    def f1(gold):
+        gold_tokens, pred_tokens = tokens(gold), tokens(prediction)
+        if not gold_tokens or not pred_tokens:
+            return float(gold_tokens == pred_tokens)
+        same = sum((collections.Counter(gold_tokens) & collections.Counter(pred_tokens)).values())
+        if same == 0:
+            return 0.0
+        precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+        return 2 * precision * recall / (precision + recall)
+
+    exact = max(float(_official_normalize(g) == _official_normalize(prediction)) for g in golds)
+    return exact, max(f1(g) for g in golds)
+
+
+def _brute_force_best(dataset, predictions, na_probs):
+    """{key: (best score, threshold)} as evaluate-v2.0 defines them, by scoring every cut
+    from scratch.  Cut k answers the k questions of lowest na-prob and predicts no-answer
+    for the rest.  Cut 0 (everything no-answer) is labelled threshold 0.0, cut k >= 1 the
+    k-th na-prob; ties go to the earliest cut.  Answering an unanswerable question costs
+    its point unless the prediction string is empty — the raw string, so a prediction such
+    as "The" (which normalises to "") still costs it."""
+    questions = [qa for _, _, qa in data.iter_questions(dataset, "x")]
+    order = sorted(questions, key=lambda qa: na_probs[qa["id"]])
+    best = {}
+    for column, key in ((0, "exact"), (1, "f1")):
+        # What each question scores when answered and when predicted unanswerable.
+        if_answered, if_null = [], []
+        for qa in order:
+            prediction = predictions[qa["id"]]
+            if qa["answers"]:
+                if_answered.append(_official_raw_scores(qa, prediction)[column])
+                if_null.append(0.0)
+            else:
+                if_answered.append(1.0 if prediction == "" else 0.0)
+                if_null.append(1.0)
+        cuts = []
+        for k in range(len(order) + 1):
+            total = sum(if_answered[:k]) + sum(if_null[k:])
+            cuts.append((100.0 * total / len(questions), na_probs[order[k - 1]["id"]] if k else 0.0))
+        best[key] = max(cuts, key=lambda cut: cut[0])  # max() keeps the first of equals
+    return best
 
 
 def test_v2_best_threshold_equals_brute_force(shared):
     dataset = data.load_squad(shared("data", "squad", "dev-v2.0.first5articles.json"))
     preds = evaluate.load_predictions(str(shared("data", "squad", "predictions-v2.0.bert_single.json")))
-    # Best thresholds assume non-null predictions; give every question some text.
-    answered = {q: (t or "the Normans") for q, t in preds.items()}
     probs = _v2_probs(dataset, preds)
-    result = evaluate.evaluate(dataset, answered, na_probs=probs)
-    assert list(result)[-4:] == ["best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"]
-    # Brute force: per-question scores once, then every threshold (null when prob > t).
-    rows = []
-    for _, _, qa in data.iter_questions(dataset, "x"):
-        golds = [a["text"] for a in qa["answers"] if evaluate.normalize_answer(a["text"])] or [""]
-        pred = answered[qa["id"]]
-        rows.append((bool(qa["answers"]), probs[qa["id"]],
-                     max(evaluate.exact_v2(g, pred) for g in golds),
-                     max(evaluate.f1_v2(g, pred) for g in golds)))
-    for key, col in (("exact", 2), ("f1", 3)):
-        scored = []
-        for t in [-1.0] + sorted(probs.values()):
-            total = sum((0.0 if has else 1.0) if p > t else r[col]
-                        for r in rows for has, p in [(r[0], r[1])])
-            scored.append((100.0 * total / len(rows), t))
-        best, thresh = max(scored, key=lambda s: s[0])
-        assert result["best_" + key] == pytest.approx(best, abs=1e-9)
-        assert result[f"best_{key}_thresh"] == thresh
-    # At a threshold the result equals scoring predictions nulled above it.
+    # Keep the empty predictions (702 no-answer questions, many predicted ""), and give a few
+    # unanswerable questions a non-empty prediction that normalises to "".
+    qids = [qa["id"] for _, _, qa in data.iter_questions(dataset, "x")]
+    no_answer = [qa["id"] for _, _, qa in data.iter_questions(dataset, "x") if not qa["answers"]]
+    preds = {q: preds[q] for q in qids}
+    with_the = dict(preds, **{q: "The" for q in no_answer[::50]})
+    assert sum(p == "" for p in preds.values()) > 100 and sum(p == "The" for p in with_the.values()) >= 10
+    for predictions in (preds, with_the):
+        result = evaluate.evaluate(dataset, predictions, na_probs=probs)
+        assert list(result)[-4:] == ["best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"]
+        for key, (best, thresh) in _brute_force_best(dataset, predictions, probs).items():
+            assert result["best_" + key] == pytest.approx(best, abs=1e-9), key
+            assert result[f"best_{key}_thresh"] == thresh, key
+    # At a threshold the result equals scoring predictions nulled above it.  (Not with the
+    # "The" predictions: the official script scores them 1 at a fixed threshold but charges
+    # them a point in the sweep.)
+    result = evaluate.evaluate(dataset, preds, na_probs=probs)
     t = result["best_f1_thresh"]
-    nulled = {q: ("" if probs.get(q, 0) > t else a) for q, a in answered.items()}
-    at_t = evaluate.evaluate(dataset, answered, probs, t)
+    nulled = {q: ("" if probs.get(q, 0) > t else a) for q, a in preds.items()}
+    at_t = evaluate.evaluate(dataset, preds, probs, t)
     plain = evaluate.evaluate(dataset, nulled)
     for key in V2_EXPECTED:
         assert at_t[key] == pytest.approx(plain[key], abs=1e-9)
     assert at_t["f1"] == pytest.approx(result["best_f1"], abs=1e-9)
+
+
+def test_v2_best_threshold_when_no_answer_everywhere_is_best():
+    # Every prediction is wrong: answering nothing is best, which the official script
+    # reports as threshold 0.0 (whatever the na-probs, negative ones included).
+    dataset = _tiny(impossible_key=True)
+    qa3 = {"id": "q3", "question": "Why?", "answers": [], "is_impossible": True}
+    dataset["data"][0]["paragraphs"][0]["qas"].append(qa3)
+    preds = {"q1": "sat", "q2": "cat", "q3": "an"}
+    probs = {"q1": -3.0, "q2": -2.0, "q3": -1.0}
+    result = evaluate.evaluate(dataset, preds, na_probs=probs)
+    want = _brute_force_best(dataset, preds, probs)
+    assert want == {"exact": (200 / 3, 0.0), "f1": (200 / 3, 0.0)}
+    for key, (best, thresh) in want.items():
+        assert result["best_" + key] == pytest.approx(best, abs=1e-9)
+        assert result[f"best_{key}_thresh"] == thresh
 
 
 def _tiny(version=None, impossible_key=False):

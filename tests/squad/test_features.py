@@ -22,16 +22,20 @@ def test_training_labels_recover_gold_answers(convert, sp_model):
     by_example = collections.defaultdict(list)
     for f in feats:
         by_example[f.example_index].append(f)
-    matched = 0
+    missed = []
     for index, example in enumerate(examples):
         positives = [f for f in by_example[index] if not f.is_impossible]
         assert positives, example.qas_id          # answer fits in a 384 window
         gold = evaluate.normalize_answer(example.orig_answer_text)
-        matched += any(evaluate.normalize_answer(_labelled_text(sp_model, f)) == gold for f in positives)
-    rate = matched / len(examples)
+        if not any(evaluate.normalize_answer(_labelled_text(sp_model, f)) == gold for f in positives):
+            missed.append(example.qas_id)
+    matched = len(examples) - len(missed)
     print(f"\nlabelled piece span == gold answer (detokenized, normalized): "
-          f"{matched}/{len(examples)} = {100 * rate:.2f}%")
-    assert rate >= 0.99
+          f"{matched}/{len(examples)} = {100 * matched / len(examples):.2f}%")
+    # Exactly one miss in this fixture: "Célestine Guynemer de la Hailandière", whose pieces
+    # decode without accents (the lower-casing SentencePiece normalizer strips them).
+    assert (matched, len(examples)) == (268, 269)
+    assert missed == ["5733849bd058e614000b5c57"]
     assert stats.fallback_alignments == 0 and stats.positive + stats.negative == len(feats)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TINY = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
@@ -52,6 +53,17 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reusing cached SQuAD features" in again.stderr
     assert json.loads((out_dir / "predictions.json").read_text()) == predictions
+    # Predict-only into an empty output_dir: the weights come from --init_checkpoint.
+    fine_tuned = tf.train.latest_checkpoint(str(out_dir))
+    elsewhere = tmp_path / "from_init"
+    from_init = _run([*common, *SMALL, f"--output_dir={elsewhere}", "--do_predict",
+                      f"--init_checkpoint={fine_tuned}",
+                      f"--predict_feature_file={out_dir / 'predict.tf_record'}",
+                      f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}"], timeout=180)
+    assert from_init.returncode == 0, from_init.stderr[-3000:]
+    assert "Predicting with loaded" in from_init.stderr and fine_tuned in from_init.stderr
+    assert not list(elsewhere.glob("model.ckpt*"))
+    assert json.loads((elsewhere / "predictions.json").read_text()) == predictions
 
 
 def test_v2_train_and_predict(common, shared, tmp_path):

@@ -1,0 +1,73 @@
+"""Constants that outputs at 1e-4 do not pin: LayerNorm's epsilon (1e-12) and the
+attention mask adder ((1 - mask) * -10000), each in a case where another value shows."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertConfig, AlbertModel
+from albert_tf.modeling.layers import LayerNorm
+
+CONFIG = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=8, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=16, max_position_embeddings=16)
+
+
+def _numpy_layer_norm(x, epsilon):
+    x = x.astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + epsilon)
+
+
+# Rows of variance ~1e-12: epsilon 1e-12 scales them to O(1), epsilon 1e-6 to O(1e-3).
+NEAR_CONSTANT = (np.array([[1, -1, 2, -2, 0.5, -0.5, 3, -3], [2, 0, 1, 0, 1, 0, 2, 0]]) * 1e-6).astype(np.float32)
+
+
+def test_near_constant_rows_show_epsilon_1e12():
+    want = _numpy_layer_norm(NEAR_CONSTANT, 1e-12)
+    other = _numpy_layer_norm(NEAR_CONSTANT, 1e-6)
+    assert np.abs(want - other).max() > 0.3  # the case really tells the two apart
+    np.testing.assert_allclose(LayerNorm()(tf.constant(NEAR_CONSTANT)).numpy(), want, rtol=1e-3, atol=1e-4)
+
+
+def test_every_model_layer_norm_uses_epsilon_1e12():
+    model = AlbertModel(CONFIG)
+    model(model.dummy_inputs())
+    norms = [layer for layer in model.submodules if isinstance(layer, LayerNorm)]
+    assert len(norms) == 3  # embeddings, and LayerNorm / LayerNorm_1 of the one shared block
+    # The embedding LayerNorm as the model calls it: a near-constant embedding sum.
+    embeddings = model.embeddings
+    embeddings.word_embeddings.assign(np.tile(NEAR_CONSTANT, (15, 1)))
+    embeddings.token_type_embeddings.assign(np.zeros_like(embeddings.token_type_embeddings))
+    embeddings.position_embeddings.assign(np.zeros_like(embeddings.position_embeddings))
+    ids = tf.constant([[0, 1]], tf.int32)
+    out = embeddings(ids, tf.zeros_like(ids)).numpy()[0]
+    np.testing.assert_allclose(out, _numpy_layer_norm(NEAR_CONSTANT, 1e-12), rtol=1e-3, atol=1e-4)
+    for layer in norms:
+        assert layer.epsilon == 1e-12, layer.name
+
+
+def test_mask_adder_is_minus_10000_on_masked_keys(monkeypatch):
+    """The logits entering each layer's softmax differ, between an all-ones mask and one
+    with padding, by exactly -10000 on the padded keys and 0 elsewhere (the first layer's
+    scores do not depend on the mask)."""
+    seen = []
+    softmax = tf.nn.softmax
+
+    def recording_softmax(logits, *args, **kwargs):
+        seen.append(logits.numpy())
+        return softmax(logits, *args, **kwargs)
+
+    monkeypatch.setattr(tf.nn, "softmax", recording_softmax)
+    model = AlbertModel(CONFIG)
+    model(model.dummy_inputs())
+    ids = tf.constant([[2, 5, 7, 9, 11, 3], [2, 4, 6, 8, 3, 0]], tf.int32)
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], np.int32)
+    seen.clear()
+    model({"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)})
+    model({"input_ids": ids, "input_mask": tf.constant(mask), "segment_ids": tf.zeros_like(ids)})
+    assert len(seen) == 4  # two layers, two calls
+    full, padded = seen[0], seen[2]  # first layer of each call: [batch, heads, query, key]
+    want = np.broadcast_to(((1 - mask) * -10000.0)[:, None, None, :], full.shape)
+    np.testing.assert_allclose(padded - full, want, rtol=0, atol=2e-3)
+    # And the padded keys get no attention at all.
+    probs = softmax(tf.constant(padded), axis=-1).numpy()
+    assert probs[np.broadcast_to(mask[:, None, None, :] == 0, probs.shape)].max() == 0.0
