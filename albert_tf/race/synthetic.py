@@ -1,16 +1,17 @@
 """A templated data set in RACE's format, for tests and `make demo`: no third-party text.
 
-Each article introduces a few people (middle level: two or three, two facts each;
-high level: three or four, three facts each), one sentence per fact ("Alice lives
-in Oslo.", "Alice has a red kite.", ...), shuffled among filler sentences that name
-nobody; articles stay under about 100 SentencePiece tokens. Each question
-asks for one fact of one person, as a question ("What colour is the kite of
-Alice?") or, about one time in three, as a cloze with a blank ("The kite of Alice
-is _ ."). The four options are values of the asked kind; the answer is the only
-option that a sentence of the article pairs with the person. Distractors are,
-where possible, values the article does not mention, except in a `binding_share`
-of questions where they are the other people's values, so that finding which
-option the article mentions is not enough and the person must be matched too.
+Each article introduces two people (middle level) or three (high level) and states
+two kinds of fact for each, one sentence per fact ("Alice lives in Oslo.", "Alice
+has a red kite.", ...), shuffled with a filler sentence that names nobody. Articles
+are short (about 35 and 50 tokens with the 30k-clean model) so that the demo's
+64-token sequences hold them whole. Each question asks for one fact of one person,
+as a question ("What colour is the kite of Alice?") or, about one time in three,
+as a cloze with a blank ("The kite of Alice is _ ."). The four options are values
+of the asked kind; the answer is the only option that a sentence of the article
+pairs with the person. Distractors are values the article does not mention, except
+in a `binding_share` of questions where they start with the other people's values
+of that kind, so that finding which option the article mentions is not enough and
+the person must be matched too.
 
 Words come from `albert_tf.demo_data`, so the demo's small SentencePiece model
 knows them. Everything is drawn from generators seeded by (seed, split, level):
@@ -56,14 +57,15 @@ def make_article(rng: random.Random, level: str, article_id: str, num_questions:
                  binding_share: float) -> dict:
     """One RACE record: {"article", "questions", "options", "answers", "id"}."""
     middle = level == "middle"
-    people = [_title(n) for n in rng.sample(NAMES, rng.randint(2, 3) if middle else rng.randint(3, 4))]
-    # Each person gets a few kinds of fact; values are distinct per kind within the
-    # article, so every fact sentence pairs its value with one person only.
+    people = [_title(n) for n in rng.sample(NAMES, 2 if middle else 3)]
+    # Two kinds of fact, stated for every person; values are distinct per kind, so
+    # each fact sentence pairs its value with one person only.
     values = {kind: dict(zip(people, rng.sample(pool, len(people)))) for kind, (pool, *_) in KINDS.items()}
     objects = dict(zip(people, rng.sample(OBJECTS, len(people))))
-    stated = [(p, kind) for p in people for kind in rng.sample(sorted(KINDS), 2 if middle else 3)]
+    kinds = rng.sample(sorted(KINDS), 2)
+    stated = [(p, kind) for p in people for kind in kinds]
     sentences = [KINDS[kind][1].format(n=p, v=values[kind][p], o=objects[p]) for p, kind in stated]
-    sentences += rng.sample(FILLERS, 1 if middle else 2)
+    sentences.append(rng.choice(FILLERS))
     rng.shuffle(sentences)
 
     questions, options, answers = [], [], []
