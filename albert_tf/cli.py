@@ -4,7 +4,7 @@ what is wrong (file, flag, value), exit status 1, no traceback.
 Bad flags, data, configs and checkpoints raise ValueError subclasses
 (ConfigError, CheckpointError, GlueDataError, SquadFormatError, ...); files that
 cannot be read or written raise OSError or TensorFlow's OpError; a diverged run
-raises NonFiniteLossError. Anything else is a bug and keeps its traceback.
+raises a `RunError` (NonFiniteLossError). Anything else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import re
 import sys
 from typing import Callable
 
+from albert_tf.errors import RunError
+
 EXIT_USER_ERROR = 1
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     import tensorflow as tf
 
-    from albert_tf.training.loop import NonFiniteLossError
-
-    return (ValueError, OSError, tf.errors.OpError, NonFiniteLossError)
+    return (ValueError, OSError, tf.errors.OpError, RunError)
 
 
 def error_line(err: BaseException) -> str:

@@ -16,7 +16,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.layers import initializer
 from albert_tf.modeling.models import AlbertModel
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
 
 HEAD_DROPOUT = 0.1  # the original hard-codes keep_prob=0.9 on the pooled output
 

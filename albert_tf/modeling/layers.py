@@ -19,7 +19,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import get_activation
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
 
 
 def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
@@ -32,7 +32,7 @@ def dropout(rate: float, name: str) -> keras.layers.Layer:
 
     Stateless: inside the training loop its masks are a function of (seed, step,
     replica, call site), so a resumed run draws the same masks as an
-    uninterrupted one (see `albert_tf.training.randomness`).
+    uninterrupted one (see `albert_tf.modeling.dropout`).
     """
     return StatelessDropout(rate, name=name)
 

@@ -28,7 +28,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.layers import LayerNorm, initializer
 from albert_tf.modeling.models import AlbertModel
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
 
 NEG_INF = 1e30  # the original's mask value
 

@@ -2,6 +2,7 @@
 
 Importing this package builds nothing; see ``loop.Trainer`` for the entry point.
 """
+from albert_tf.modeling.dropout import StatelessDropout, dropout_seed_scope  # what task models drop with
 from albert_tf.training.checkpointing import BestCheckpointKeeper, write_eval_results
 from albert_tf.training.data import expand_file_patterns, make_tfrecord_dataset
 from albert_tf.training.distribution import (
@@ -21,7 +22,6 @@ from albert_tf.training.loop import (
     TrainResult,
 )
 from albert_tf.training.optimizers import LAMB, AdamWeightDecay, create_optimizer
-from albert_tf.training.randomness import StatelessDropout, dropout_seed_scope
 from albert_tf.training.schedule import AlbertLearningRateSchedule
 
 __all__ = [

@@ -17,7 +17,7 @@ applies the optimizer.
 One-device semantics on every topology: the same flags and data give the same
 weights on one device, N replicas, N workers or with gradient accumulation.  The
 global batch of a step is the same on all of them (``data.py``), dropout masks are
-keyed by an example's position in it (``randomness.py``), and a loss normalized by
+keyed by an example's position in it (``albert_tf.modeling.dropout``), and a loss normalized by
 a data-dependent count (the MLM loss's ``sum(w)``) is normalized by the global count:
 the task's ``loss_denominators_fn`` gives the counts, the loop all-reduces them before
 the forward pass, and each micro-batch's loss is its share of the global loss.
@@ -27,7 +27,7 @@ cut short at log/save boundaries.
 Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
 count, fp16 loss scale) and ``global_step``; each worker also saves its input
 iterator's position with the topology it was saved under; dropout masks are a
-function of (seed, step, example position) — see ``randomness.py``.  Resuming on
+function of (seed, step, example position) — see ``albert_tf.modeling.dropout``.  Resuming on
 another topology fast-forwards the input stream by ``global_step`` global batches
 instead.  SIGTERM/SIGINT stop the run after the current step with a
 checkpoint and exit code 0.  A NaN/Inf loss stops it with ``NonFiniteLossError``
@@ -47,11 +47,12 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from albert_tf.errors import RunError
 from albert_tf.keras import keras
 from albert_tf.training import checkpointing
 from albert_tf.training.data import TrainInputContext
 from albert_tf.training.distribution import worker_info
-from albert_tf.training.randomness import dropout_seed_scope, step_seed
+from albert_tf.modeling.dropout import dropout_seed_scope
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 # A metric is a scalar (averaged over batches) or a (numerator, denominator) pair whose
@@ -125,7 +126,7 @@ class TrainResult:
     logs: dict[str, float]
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(RunError):
     """The loss (or gradient) became NaN/Inf; no checkpoint of that state was written."""
 
 
@@ -195,6 +196,13 @@ class _LazySummaryWriter:
     def flush(self) -> None:
         if self._writer is not None:
             self._writer.flush()
+
+
+def step_seed(base_seed: int, step: tf.Tensor) -> tf.Tensor:
+    """The seed of every forward pass of one training step (all replicas and micro-batches:
+    examples are told apart by their position, see ``albert_tf.modeling.dropout``)."""
+    seed = tf.constant([base_seed, 0x5EED], tf.int64)
+    return tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
 
 
 def _format_duration(seconds: float) -> str:
@@ -296,7 +304,7 @@ class Trainer:
             if isinstance(layer, keras.layers.Dropout) and layer.rate > 0:
                 logging.warning(
                     "Layer %s is a keras.layers.Dropout: its masks are not reproduced on resume. "
-                    "Use albert_tf.training.StatelessDropout for exact resume.", layer.name)
+                    "Use albert_tf.modeling.dropout.StatelessDropout for exact resume.", layer.name)
                 break
 
     def _metric_parts(self, metrics: Mapping[str, MetricValue]) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
