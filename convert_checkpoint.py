@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from absl import app, flags
 
-from albert_tf.checkpoints.conversion import DIRECTIONS, MODEL_KINDS
-from albert_tf.cli import reports_errors
+from albert_tf.weights.conversion import DIRECTIONS, MODEL_KINDS
+from albert_tf.cli import reports_errors, require_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint_to_convert", None, "Checkpoint prefix or directory to read, or a Hugging Face "
@@ -45,14 +45,14 @@ flags.DEFINE_bool("allow_missing_heads", False,
 flags.DEFINE_bool("init_from_group0", False,
                   "Read every group's weights from group_0 (start a multi-group model "
                   "from a one-group checkpoint).")
-for _name in ("checkpoint_to_convert", "converted_checkpoint"):
-    flags.mark_flag_as_required(_name)
+REQUIRED = ("checkpoint_to_convert", "converted_checkpoint")
 
 
 @reports_errors
 def main(argv) -> int:
     del argv
-    from albert_tf.checkpoints.conversion import convert
+    require_flags(FLAGS, *REQUIRED)
+    from albert_tf.weights.conversion import convert
 
     done = convert(FLAGS.checkpoint_to_convert, FLAGS.converted_checkpoint, FLAGS.direction,
                    kind=FLAGS.converted_model, config_file=FLAGS.albert_config_file,

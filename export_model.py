@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from absl import app, flags
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import reports_errors, require_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
@@ -23,13 +23,13 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the raw-text ser
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
                   "head); those outputs are then meaningless.")
-for _name in ("albert_config_file", "checkpoint", "export_path"):
-    flags.mark_flag_as_required(_name)
+REQUIRED = ("albert_config_file", "checkpoint", "export_path")
 
 
 @reports_errors
 def main(argv) -> int:
     del argv
+    require_flags(FLAGS, *REQUIRED)
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
     from albert_tf.export import export_hub_module
     from albert_tf.vocab_check import check_tokenizer

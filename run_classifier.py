@@ -23,7 +23,9 @@ import math
 
 from absl import app, flags, logging
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import reports_errors, require_flags
+from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
+from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
@@ -32,8 +34,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The input data dir: holds <TASK>/{train,dev,test}.tsv as GLUE "
                     "distributes them (diagnostic/diagnostic.tsv for AX).")
 flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
-flags.DEFINE_string("task_name", None, "The GLUE task: cola, mnli, mismnli, mrpc, rte, sst-2, sts-b, qqp, "
-                    "qnli, wnli, or ax (predict only). Case-insensitive.")
+flags.DEFINE_string("task_name", None, f"The GLUE task: {', '.join(TASK_NAMES)} (case-insensitive; "
+                    f"{', '.join(PREDICT_ONLY)}: predict only).")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (only for models without --spm_model_file).")
 flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the ALBERT model was trained with.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints and result files are written.")
@@ -56,11 +58,6 @@ flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate.")
 flags.DEFINE_integer("train_step", 1000, "Total number of training steps.")
 flags.DEFINE_integer("warmup_step", 0, "Steps of linear learning-rate warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save (and, with --do_eval, evaluate) "
-                     "a checkpoint.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep (model.ckpt-best is "
-                     "kept apart).")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Training steps per tf.function call.")
 flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
@@ -70,24 +67,18 @@ flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on
 REQUIRED = ("data_dir", "task_name", "output_dir", "albert_config_file")
 
 
-def define_shared_flags() -> None:
-    """--distribution_strategy, --mixed_precision, --enable_xla, TPU flags, ... (shared)."""
-    from albert_tf.training import define_flags
-
-    define_flags()
-
-
 def _job_from_flags():
+    import os
+
     from albert_tf.config import AlbertConfig
     from albert_tf.glue import features
     from albert_tf.glue.processors import get_task_spec
     from albert_tf.glue.runner import GlueJob
     from albert_tf.tokenization import FullTokenizer
+    from albert_tf.training import create_optimizer, train_config_from_flags
     from albert_tf.vocab_check import check_tokenizer
 
-    missing = [f"--{name}" for name in REQUIRED if not getattr(FLAGS, name)]
-    if missing:
-        raise ValueError(f"missing required flag(s): {', '.join(missing)}")
+    require_flags(FLAGS, *REQUIRED)
     get_task_spec(FLAGS.task_name)  # an unknown task lists the known ones
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
@@ -104,33 +95,25 @@ def _job_from_flags():
                              "unpack the module first)")
         init_checkpoint = init_checkpoint or FLAGS.albert_hub_module_handle
     threshold = FLAGS.threshold_to_export
+    output_dir = os.path.abspath(FLAGS.output_dir)
     return GlueJob(
         task_name=FLAGS.task_name,
         data_dir=FLAGS.data_dir,
-        output_dir=FLAGS.output_dir,
+        output_dir=output_dir,
         albert_config=config,
         tokenizer=FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file),
         tokenizer_id=features.tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file,
                                                     FLAGS.do_lower_case),
+        max_seq_length=FLAGS.max_seq_length,
+        eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
         cached_dir=FLAGS.cached_dir,
         init_checkpoint=init_checkpoint,
-        max_seq_length=FLAGS.max_seq_length,
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size,
-        learning_rate=FLAGS.learning_rate,
-        train_step=FLAGS.train_step,
-        warmup_step=FLAGS.warmup_step,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        iterations_per_loop=FLAGS.iterations_per_loop,
-        optimizer=FLAGS.optimizer,
-        seed=FLAGS.seed,
-        log_steps=FLAGS.log_steps,
-        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        enable_xla=FLAGS.enable_xla,
+        train=train_config_from_flags(FLAGS, num_train_steps=FLAGS.train_step, output_dir=output_dir),
+        optimizer_fn=lambda: create_optimizer(FLAGS.learning_rate, FLAGS.train_step, FLAGS.warmup_step,
+                                              FLAGS.optimizer),
         export_dir=FLAGS.export_dir,
         threshold_to_export=None if math.isnan(threshold) else threshold,
     )
@@ -151,7 +134,7 @@ def main(argv) -> int:
     return 0
 
 
-define_shared_flags()
+define_flags()  # --distribution_strategy, --mixed_precision, --enable_xla, TPU flags, --seed, loop flags
 
 
 def run() -> None:

@@ -6,13 +6,11 @@ command resumes from the latest checkpoint in --output_dir.
 """
 from __future__ import annotations
 
-import os
-
 from absl import app, flags
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import reports_errors, require_flags
+from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
-from albert_tf.training import distribution
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model to train.")
@@ -32,14 +30,10 @@ flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
 flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
 flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
-flags.DEFINE_integer("save_checkpoints_steps", 5000, "Save a checkpoint every this many steps.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per host call (one tf.function call).")
 flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per checkpoint.")
 flags.DEFINE_bool("init_from_group0", False, "Initialize every group from group_0 of --init_checkpoint.")
-distribution.define_flags()
-for _name in ("albert_config_file", "output_dir"):
-    flags.mark_flag_as_required(_name)
+define_flags(save_checkpoints_steps=5000)  # the original pretraining's interval
+REQUIRED = ("albert_config_file", "output_dir")
 
 
 def _check_flags() -> None:
@@ -57,50 +51,42 @@ def main(argv) -> int:
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
-    from albert_tf.pretraining import eval_summary, pretraining_task
-    from albert_tf.training import BestCheckpointKeeper, TrainConfig, Trainer, create_optimizer, write_eval_results
-    from albert_tf.training.checkpointing import all_checkpoints
+    from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
+    from albert_tf.training import Trainer, create_optimizer, strategy_from_flags, train_config_from_flags
     from albert_tf.training.data import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
+    from albert_tf.weights.files import all_checkpoints
 
+    require_flags(FLAGS, *REQUIRED)
     _check_flags()
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if FLAGS.input_file:
         check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file)
-    strategy = distribution.strategy_from_flags()
+    strategy = strategy_from_flags()
     task = pretraining_task(
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
         FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
         FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy))
-    train_config = TrainConfig(
-        output_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
-        train_batch_size=FLAGS.train_batch_size, steps_per_loop=FLAGS.iterations_per_loop,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        log_steps=FLAGS.log_steps, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-        enable_xla=FLAGS.enable_xla, seed=FLAGS.seed)
 
     def optimizer_fn():
         return create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                                 FLAGS.optimizer, FLAGS.poly_power, FLAGS.start_warmup_step)
 
-    trainer = Trainer(task, strategy, optimizer_fn, train_config)
+    trainer = Trainer(task, strategy, optimizer_fn, train_config_from_flags(FLAGS))
+    evaluator = None
+    if FLAGS.do_eval:
+        # Each checkpoint is evaluated once: those an earlier run left, then each one as it is saved.
+        evaluator = checkpoint_evaluator(trainer, FLAGS.max_eval_steps)
+        if not FLAGS.do_train and not all_checkpoints(FLAGS.output_dir):
+            raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
+        evaluator.evaluate_pending()
     if FLAGS.do_train:
+        if evaluator is not None:
+            trainer.add_save_hook(evaluator.after_save)
         result = trainer.train()
         print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
-    if FLAGS.do_eval:
-        keeper = BestCheckpointKeeper(FLAGS.output_dir, "masked_lm_accuracy")
-        checkpoints = all_checkpoints(FLAGS.output_dir)
-        if not checkpoints:
-            raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
-        results_path = os.path.join(FLAGS.output_dir, "eval_results.txt")
-        for path in checkpoints:
-            results = eval_summary(trainer.evaluate(FLAGS.max_eval_steps, checkpoint_path=path))
-            if trainer.worker.is_chief:
-                keeper.update(path, results)
-                write_eval_results(results_path, results, append=path != checkpoints[0])
-            print(f"eval {os.path.basename(path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
-        if trainer.worker.is_chief:
-            print(f"eval results in {results_path}; best checkpoint {keeper.best_prefix}")
+    if evaluator is not None and trainer.worker.is_chief:
+        print(f"eval results in {evaluator.results_path}; best checkpoint {evaluator.keeper.best_prefix}")
     return 0
 
 

@@ -27,8 +27,10 @@ import os
 
 from absl import app, flags
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import reports_errors, require_flags
+from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
+from albert_tf.training.results import format_eval_results
 
 FLAGS = flags.FLAGS
 
@@ -59,9 +61,6 @@ flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call of the compiled training loop.")
 flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer (the original used AdamW).")
 flags.DEFINE_integer("n_best_size", 20, "Answers kept per question in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
@@ -110,17 +109,19 @@ def _validate(config) -> list[str]:
     return problems
 
 
+REQUIRED = ("albert_config_file", "output_dir")
+
+
 @reports_errors
 def main(argv) -> int:
     del argv
     from albert_tf.config import AlbertConfig
     from albert_tf.squad import pipeline
-    from albert_tf.training import strategy_from_flags
+    from albert_tf.training import create_optimizer, strategy_from_flags, train_config_from_flags
     from albert_tf.vocab_check import check_tokenizer
 
     f = FLAGS
-    if not f.albert_config_file or not f.output_dir:
-        raise ValueError("--albert_config_file and --output_dir are required")
+    require_flags(f, *REQUIRED)
     config = AlbertConfig.from_json_file(f.albert_config_file)
     problems = _validate(config)
     if problems:
@@ -137,18 +138,14 @@ def main(argv) -> int:
     strategy = strategy_from_flags()
     model = None
     if f.do_train:
+        cached = pipeline.training_features(
+            settings, f.train_file, f.train_feature_file or os.path.join(f.output_dir, "train.tf_record"))
+        steps = pipeline.num_train_steps(cached.num_examples, f.train_batch_size, f.num_train_epochs)
+        warmup = int(steps * f.warmup_proportion)
         trainer = pipeline.train(
-            config, settings, strategy, f.train_file,
-            f.train_feature_file or os.path.join(f.output_dir, "train.tf_record"),
-            f.output_dir, train_batch_size=f.train_batch_size, learning_rate=f.learning_rate,
-            num_train_epochs=f.num_train_epochs, warmup_proportion=f.warmup_proportion,
-            optimizer=f.optimizer, init_checkpoint=f.init_checkpoint,
-            train_config_overrides=dict(
-                steps_per_loop=f.iterations_per_loop,
-                save_checkpoints_steps=f.save_checkpoints_steps,
-                keep_checkpoint_max=f.keep_checkpoint_max, log_steps=f.log_steps,
-                gradient_accumulation_steps=f.gradient_accumulation_steps,
-                enable_xla=f.enable_xla, seed=f.seed))
+            config, settings, strategy, cached, train_config_from_flags(f, num_train_steps=steps),
+            lambda: create_optimizer(f.learning_rate, steps, warmup, optimizer=f.optimizer),
+            init_checkpoint=f.init_checkpoint)
         model = trainer.model
     if f.do_predict:
         if model is None:
@@ -159,16 +156,11 @@ def main(argv) -> int:
             f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
             f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
         if metrics is not None:
-            print(pipeline.postprocess.format_eval_results(metrics), end="")
+            print(format_eval_results(metrics, pipeline.postprocess.RESULTS_LAYOUT), end="")
     return 0
 
 
-def _define_shared_flags() -> None:
-    from albert_tf.training import define_flags
-    define_flags()  # --distribution_strategy, --mixed_precision, --enable_xla, TPU flags, --seed, ...
-
-
-_define_shared_flags()
+define_flags()  # --distribution_strategy, --mixed_precision, --enable_xla, TPU flags, --seed, loop flags
 
 
 def run() -> None:

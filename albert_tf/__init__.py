@@ -12,7 +12,7 @@ _PUBLIC = {
     "AlbertConfig": "albert_tf.config",
     "AlbertModel": "albert_tf.modeling.models",
     "AlbertPretrainer": "albert_tf.modeling.models",
-    "load_checkpoint": "albert_tf.checkpoints.loading",
+    "load_checkpoint": "albert_tf.weights.loading",
     "FullTokenizer": "albert_tf.tokenization",
     "TFTokenizer": "albert_tf.tokenization",
 }

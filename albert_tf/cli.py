@@ -51,3 +51,11 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
             return EXIT_USER_ERROR
 
     return wrapper
+
+
+def require_flags(flag_values, *names: str) -> None:
+    """The one way drivers declare required flags: checked when ``main`` starts, so a
+    missing one is a user error like any other (one line, exit 1)."""
+    missing = [f"--{name}" for name in names if getattr(flag_values, name) in (None, "")]
+    if missing:
+        raise ValueError(f"missing required flag(s): {', '.join(missing)}")

@@ -212,6 +212,8 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+# Tasks with nothing to train or evaluate on (the diagnostic set: predicted with an MNLI model).
+PREDICT_ONLY: tuple[str, ...] = tuple(name for name, spec in TASKS.items() if "train" not in spec.splits)
 
 
 def get_task_spec(task_name: str) -> TaskSpec:

@@ -2,7 +2,7 @@
 
 Each layer's weights carry the last part of the original's TF1 variable names
 (`gamma`, `beta`, `kernel`, `bias`, ...); the full names are assembled in one
-place, `albert_tf.checkpoints.names`.
+place, `albert_tf.weights.names`.
 
 Mixed precision: under a `mixed_bfloat16` / `mixed_float16` policy the dense
 layers compute in 16 bits, while LayerNorm, the attention softmax and the

@@ -30,6 +30,7 @@ import tensorflow as tf
 from albert_tf import tokenization
 from albert_tf.fileio import atomic_output, atomic_write_text
 from albert_tf.squad import data, features
+from albert_tf.training.loop import TrainConfig
 
 FORMAT_VERSION = 1
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def decode_record(record: tf.Tensor, max_seq_length: int, is_training: bool) -> 
     return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
 
 
-def make_dataset(cached: CachedFeatures, batch_size: int, seed: int | None = 12345,
+def make_dataset(cached: CachedFeatures, batch_size: int, seed: int | None = TrainConfig.seed,
                  shuffle_buffer: int = 100,
                  input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
     """Batches of feature dicts.

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.checkpoints import load_checkpoint, save_tf1_checkpoint
+from albert_tf.weights import load_checkpoint, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import heads
 

@@ -3,7 +3,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.checkpoints import names
+from albert_tf.weights import names
 from albert_tf.squad import heads
 
 H, S, B = 16, 12, 3

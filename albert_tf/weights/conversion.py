@@ -12,12 +12,12 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import hf
-from albert_tf.checkpoints import names as name_table
-from albert_tf.checkpoints.errors import CheckpointError
-from albert_tf.checkpoints.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
+from albert_tf.weights import hf
+from albert_tf.weights import names as name_table
+from albert_tf.weights.errors import CheckpointError
+from albert_tf.weights.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
                                            resolve_checkpoint)
-from albert_tf.checkpoints.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
+from albert_tf.weights.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
 DIRECTIONS = {
     "tf1_to_tf2": ("tf1", "tf2"), "tf2_to_tf1": ("tf2", "tf1"),
