@@ -34,6 +34,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import export, features, heads, metrics, outputs
 from albert_tf.glue.processors import GlueProcessor, get_processor
+from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_policy import CheckpointEvaluator
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import BatchRunner
@@ -170,7 +171,8 @@ def make_trainer(job: GlueJob, strategy: tf.distribute.Strategy):
             logging.warning("No --init_checkpoint: fine-tuning from random weights.")
 
     task = Task(
-        build_model=lambda: heads.GlueClassifier(job.albert_config, spec.num_labels, spec.is_regression),
+        build_model=lambda: heads.GlueClassifier(AlbertModel(job.albert_config), spec.num_labels,
+                                                 spec.is_regression),
         loss_fn=make_loss_fn(spec.is_regression),
         train_dataset_fn=features.train_dataset_fn(train, config.train_batch_size, config.seed),
         init_fn=init_fn,

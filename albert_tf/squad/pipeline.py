@@ -25,6 +25,7 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
+from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.squad import data, heads, postprocess, records
 from albert_tf.training.evaluation import BatchRunner
 from albert_tf.training.loop import TrainConfig
@@ -51,8 +52,8 @@ class SquadSettings:
 
 def new_model(config: AlbertConfig, s: SquadSettings) -> keras.Model:
     if s.version_2:
-        return heads.SquadV2Model(config, s.start_n_top, s.end_n_top, s.dropout_prob)
-    return heads.SquadV1Model(config)
+        return heads.SquadV2Model(AlbertModel(config), s.start_n_top, s.end_n_top, s.dropout_prob)
+    return heads.SquadV1Model(AlbertModel(config))
 
 
 def loss_fn(version_2: bool) -> Callable:

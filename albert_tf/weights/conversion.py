@@ -106,7 +106,8 @@ def _num_labels(source: _Source, kind: str) -> int:
 
 def build_model(kind: str, config, num_labels: Optional[int] = None):
     """A built model of `kind` for `config` (`num_labels` for a classifier)."""
-    from albert_tf.modeling.models import AlbertModel, AlbertPretrainer, build
+    from albert_tf.modeling.encoder import AlbertModel
+    from albert_tf.modeling.models import AlbertPretrainer, build
 
     if kind == "encoder":
         return build(AlbertModel(config))
@@ -116,7 +117,7 @@ def build_model(kind: str, config, num_labels: Optional[int] = None):
         from albert_tf.glue.heads import GlueClassifier
 
         labels = 1 if kind == "race" else num_labels
-        return build(GlueClassifier(config, labels, regression=labels == 1))
+        return build(GlueClassifier(AlbertModel(config), labels, regression=labels == 1))
     from albert_tf.squad.heads import build_squad_model
 
     return build_squad_model(config, version_2=kind == "squad_v2")
