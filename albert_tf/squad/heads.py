@@ -2,17 +2,14 @@
 
 - SQuAD 1.1: start/end logits = sequence_output · ``output_weights``ᵀ +
   ``output_bias``, the shared ``modeling.heads.OutputProjection`` with 2 units on every
-  position (TF1 ``cls/squad/output_weights`` [2,H], ``cls/squad/output_bias``).
-  Loss: mean over the batch of (CE(start) + CE(end)) / 2.
+  position. Loss: mean over the batch of (CE(start) + CE(end)) / 2.
 - ``SquadV2Head`` (XLNet style): start logits = dense(1), masked by ``p_mask``
   (``x·(1-p) - 1e30·p``); end logits from concat(h, h_start) → dense H tanh →
   LayerNorm → dense 1, masked, with the ground-truth start in training and a
   beam of ``start_n_top`` starts × ``end_n_top`` ends at inference; answer
   verifier on concat(Σ softmax(start)·h, h_[CLS]) → dense H tanh → dropout →
   dense 1 without bias = ``cls_logits``. Loss: (CE(start) + CE(end)) / 2 +
-  0.5 · sigmoid-CE(is_impossible, cls_logits). TF1 names: ``start_logits/dense``,
-  ``end_logits/dense_0`` [2H,H], ``end_logits/LayerNorm``, ``end_logits/dense_1``,
-  ``answer_class/dense_0`` [2H,H], ``answer_class/dense_1`` [H,1].
+  0.5 · sigmoid-CE(is_impossible, cls_logits).
 
 Heads compute in float32 under mixed precision (logits, masks at -1e30 and
 log-softmaxes need it). Models: ``SquadV1Model`` / ``SquadV2Model`` are handed an

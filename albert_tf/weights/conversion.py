@@ -36,9 +36,6 @@ HF_ARCHITECTURE = {
 }
 _KIND_OF_ARCHITECTURE = {**{arch: kind for kind, arch in HF_ARCHITECTURE.items()},
                          "AlbertForMaskedLM": "pretrainer"}  # its sentence-order head is missing
-# The head each kind has, by its TF1 names (checked in this order).
-_HEAD_NAMES = (("squad", "cls/squad/output_weights"), ("squad_v2", "answer_class/dense_0/kernel"),
-               ("classifier", "output_weights"), ("pretrainer", "cls/predictions/output_bias"))
 # The same heads in our object-based checkpoints (attribute paths of the task models).
 _TF2_HEAD_PATHS = (("squad", "/head/output_weights/"), ("squad_v2", "/head/start_dense/"),
                    ("classifier", "/classifier/output_weights/"), ("pretrainer", "/masked_lm/"))
@@ -87,7 +84,7 @@ def _detect_kind(source: _Source) -> str:
             if any(path in key for key in source.shapes):
                 return kind
         return "encoder"
-    for kind, name in _HEAD_NAMES:
+    for kind, name in name_table.KIND_MARKERS:
         if name in source.shapes:
             return kind
     return "encoder"

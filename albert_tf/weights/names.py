@@ -110,6 +110,12 @@ HEAD_NAMES: dict[str, Callable[[object], dict[str, tf.Variable]]] = {
 }
 
 
+# A TF1 name that only a checkpoint of this model kind holds, for the converter's
+# `--converted_model=auto` (checked in this order).
+KIND_MARKERS = (("squad", "cls/squad/output_weights"), ("squad_v2", "answer_class/dense_0/kernel"),
+                ("classifier", "output_weights"), ("pretrainer", "cls/predictions/output_bias"))
+
+
 def tf1_name_map(model) -> dict[str, tf.Variable]:
     """TF1 name -> variable for a built AlbertModel, AlbertPretrainer or task model
     (one with an `.encoder` and a row in `HEAD_NAMES`)."""
