@@ -61,18 +61,23 @@ def require_flags(flag_values, *names: str) -> None:
         raise ValueError(f"missing required flag(s): {', '.join(missing)}")
 
 
-def run_driver(main: Callable[[list[str]], int]) -> None:
-    """``absl.app.run(main)`` for a driver of ``albert_tf.drivers``, with ``--help`` showing the
-    driver's description and flags whatever launched it (the checkout's ``run_*.py`` or an
+def describe_driver(driver) -> None:
+    """Makes ``--help`` show the driver module's description and flags (the shared ones it defined
+    in ``training.flags`` included) whatever launched it (the checkout's ``run_*.py`` or an
     installed console script): absl describes the ``__main__`` module, which is the launcher."""
-    from absl import app, flags
+    from absl import flags
 
-    driver = sys.modules[main.__module__]
     main_module = sys.modules["__main__"]
     if main_module is not driver:
         main_module.__doc__ = driver.__doc__
-    # The driver's own flags and the shared ones it defined (training.flags) are its key flags.
     for module in (driver, sys.modules.get("albert_tf.training.flags")):
         for flag in flags.FLAGS.get_key_flags_for_module(module) if module else ():
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run_driver(main: Callable[[list[str]], int]) -> None:
+    """``absl.app.run(main)`` for a driver of ``albert_tf.drivers``, described as it (``describe_driver``)."""
+    from absl import app
+
+    describe_driver(sys.modules[main.__module__])
     app.run(main)

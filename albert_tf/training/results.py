@@ -5,7 +5,7 @@ run_classifier a ``best = <best so far>`` line and a rule of 50 ``=`` after each
 evaluated checkpoint, run_squad keys in the evaluator's order. A ``ResultsLayout``
 says which; ``format_eval_results`` and ``write_eval_results`` do the rest. The
 layouts of our drivers live with them (``pretraining.RESULTS_LAYOUT``,
-``glue.runner.RESULTS_LAYOUT``, ``squad.pipeline.RESULTS_LAYOUT``).
+``glue.outputs.RESULTS_LAYOUT``, ``squad.postprocess.RESULTS_LAYOUT``).
 
 Pure Python (no TensorFlow): the GLUE output writers import ``format_value``.
 """
