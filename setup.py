@@ -8,14 +8,9 @@ setup(
     version="0.1.0",
     description="Google's ALBERT on TensorFlow 2 / Keras 2: same flags, files and numbers",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
-    py_modules=[
-        "create_pretraining_data",
-        "run_pretraining",
-        "run_classifier",
-        "run_squad",
-        "convert_checkpoint",
-        "export_model",
-    ],
+    # The drivers live in albert_tf/drivers; the checkout's run_*.py only launch them, so
+    # installing adds no top-level module beside other packages.
+    py_modules=["create_pretraining_data"],
     python_requires=">=3.10",
     install_requires=[
         "tensorflow==2.21.0",
@@ -31,11 +26,11 @@ setup(
     entry_points={
         "console_scripts": [
             "albert-create-pretraining-data=create_pretraining_data:run",
-            "albert-run-pretraining=run_pretraining:run",
-            "albert-run-classifier=run_classifier:run",
-            "albert-run-squad=run_squad:run",
-            "albert-convert-checkpoint=convert_checkpoint:run",
-            "albert-export-model=export_model:run",
+            "albert-run-pretraining=albert_tf.drivers.run_pretraining:run",
+            "albert-run-classifier=albert_tf.drivers.run_classifier:run",
+            "albert-run-squad=albert_tf.drivers.run_squad:run",
+            "albert-convert-checkpoint=albert_tf.drivers.convert_checkpoint:run",
+            "albert-export-model=albert_tf.drivers.export_model:run",
         ]
     },
 )

@@ -10,9 +10,9 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "AlbertConfig": "albert_tf.config",
-    "AlbertModel": "albert_tf.modeling.models",
+    "AlbertModel": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.models",
-    "load_checkpoint": "albert_tf.checkpoints.loading",
+    "load_checkpoint": "albert_tf.weights.loading",
     "FullTokenizer": "albert_tf.tokenization",
     "TFTokenizer": "albert_tf.tokenization",
 }

@@ -4,7 +4,7 @@ what is wrong (file, flag, value), exit status 1, no traceback.
 Bad flags, data, configs and checkpoints raise ValueError subclasses
 (ConfigError, CheckpointError, GlueDataError, SquadFormatError, ...); files that
 cannot be read or written raise OSError or TensorFlow's OpError; a diverged run
-raises NonFiniteLossError. Anything else is a bug and keeps its traceback.
+raises a `RunError` (NonFiniteLossError). Anything else is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import re
 import sys
 from typing import Callable
 
+from albert_tf.errors import RunError
+
 EXIT_USER_ERROR = 1
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     import tensorflow as tf
 
-    from albert_tf.training.loop import NonFiniteLossError
-
-    return (ValueError, OSError, tf.errors.OpError, NonFiniteLossError)
+    return (ValueError, OSError, tf.errors.OpError, RunError)
 
 
 def error_line(err: BaseException) -> str:
@@ -51,3 +51,33 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
             return EXIT_USER_ERROR
 
     return wrapper
+
+
+def require_flags(flag_values, *names: str) -> None:
+    """The one way drivers declare required flags: checked when ``main`` starts, so a
+    missing one is a user error like any other (one line, exit 1)."""
+    missing = [f"--{name}" for name in names if getattr(flag_values, name) in (None, "")]
+    if missing:
+        raise ValueError(f"missing required flag(s): {', '.join(missing)}")
+
+
+def describe_driver(driver) -> None:
+    """Makes ``--help`` show the driver module's description and flags (the shared ones it defined
+    in ``training.flags`` included) whatever launched it (the checkout's ``run_*.py`` or an
+    installed console script): absl describes the ``__main__`` module, which is the launcher."""
+    from absl import flags
+
+    main_module = sys.modules["__main__"]
+    if main_module is not driver:
+        main_module.__doc__ = driver.__doc__
+    for module in (driver, sys.modules.get("albert_tf.training.flags")):
+        for flag in flags.FLAGS.get_key_flags_for_module(module) if module else ():
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run_driver(main: Callable[[list[str]], int]) -> None:
+    """``absl.app.run(main)`` for a driver of ``albert_tf.drivers``, described as it (``describe_driver``)."""
+    from absl import app
+
+    describe_driver(sys.modules[main.__module__])
+    app.run(main)

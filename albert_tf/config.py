@@ -34,6 +34,22 @@ _FIELDS: dict[str, tuple[type, Any]] = {
     "initializer_range": (float, 0.02),
 }
 
+# `hidden_act` values the model computes (albert_tf.modeling.activations maps them to
+# functions): the original's names, plus the exact GELU some Hugging Face configs ask for.
+ACTIVATIONS = ("linear", "relu", "gelu", "gelu_erf", "tanh")
+# Hugging Face `hidden_act` name -> ours, for the functions both have. The first
+# HF name listed for one of ours is the one written when exporting.
+HF_ACTIVATIONS: tuple[tuple[str, str], ...] = (
+    ("gelu_new", "gelu"),            # the original's tanh approximation ...
+    ("gelu_pytorch_tanh", "gelu"),   # ... computed by torch's fused kernel
+    ("gelu_fast", "gelu"),           # ... with the terms rearranged
+    ("gelu", "gelu_erf"),            # the exact erf form
+    ("gelu_python", "gelu_erf"),
+    ("relu", "relu"),
+    ("tanh", "tanh"),
+    ("linear", "linear"),
+)
+
 # Hugging Face config.json: the value that marks an ALBERT config.
 HF_MODEL_TYPE = "albert"
 # Fields of a Hugging Face config.json that describe the file, not the model:
@@ -100,11 +116,9 @@ class AlbertConfig:
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"ALBERT config field '{name}' must be in [0, 1), got {getattr(self, name)}")
-        from albert_tf.modeling.activations import get_activation  # validates the name
-        try:
-            get_activation(self.hidden_act)
-        except ValueError as err:
-            raise ConfigError(f"ALBERT config field 'hidden_act': {err}") from None
+        if self.hidden_act and self.hidden_act.lower() not in ACTIVATIONS:
+            raise ConfigError(f"ALBERT config field 'hidden_act': unsupported activation '{self.hidden_act}'; "
+                              f"expected one of {', '.join(ACTIVATIONS)}")
 
     # --- the original's API -------------------------------------------------
     @classmethod
@@ -120,8 +134,6 @@ class AlbertConfig:
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any]) -> "AlbertConfig":
         """A transformers `config.json` (model_type "albert") as our config."""
-        from albert_tf.modeling.activations import from_hf_activation
-
         if data.get("model_type") != HF_MODEL_TYPE:
             raise ConfigError(f"Hugging Face config has model_type {data.get('model_type')!r}, "
                               f"expected {HF_MODEL_TYPE!r}")
@@ -139,8 +151,6 @@ class AlbertConfig:
     def to_hf_dict(self, architecture: str, num_labels: int | None = None) -> dict[str, Any]:
         """This config as transformers' `config.json` for `architecture` (e.g.
         "AlbertForPreTraining"); `num_labels` sizes a sequence classifier's labels."""
-        from albert_tf.modeling.activations import to_hf_activation
-
         data = {k: v for k, v in self.to_dict().items() if k not in _HF_LABEL_FIELDS}
         if data["down_scale_factor"] == 1:  # the original's only value; transformers has no such field
             del data["down_scale_factor"]
@@ -224,6 +234,24 @@ class AlbertConfig:
     @staticmethod
     def preset_names() -> list[str]:
         return list(_PRESETS)
+
+
+def from_hf_activation(name: str) -> str:
+    """Our activation name for a Hugging Face `hidden_act`; ValueError if none fits."""
+    for hf_name, ours in HF_ACTIVATIONS:
+        if name == hf_name:
+            return ours
+    known = ", ".join(hf for hf, _ in HF_ACTIVATIONS)
+    raise ValueError(f"Hugging Face activation '{name}' has no albert_tf counterpart; supported: {known}")
+
+
+def to_hf_activation(name: str) -> str:
+    """The Hugging Face `hidden_act` that computes our activation `name`."""
+    key = (name or "linear").lower()
+    for hf_name, ours in HF_ACTIVATIONS:
+        if ours == key:
+            return hf_name
+    raise ValueError(f"activation '{name}' has no Hugging Face counterpart")
 
 
 def _checked(name: str, kind: type, value: Any) -> Any:

@@ -1,22 +1,36 @@
 """Atomic file output: readers see the old file or the whole new one, never a part,
-and a failed write leaves nothing behind. (Checkpoint files, which may live on
-GCS, go through tf.io.gfile in `albert_tf.training.checkpointing` instead.)"""
+and a failed write leaves nothing behind.
+
+The one writer of text files (eval results, predictions, configs, state files).
+Local paths go through ``os``; paths with a scheme (``gs://...``) through
+``tf.io.gfile``, imported only then, so light modules (tokenization, the GLUE
+readers, the SQuAD evaluator) load no TensorFlow. Checkpoint prefixes, which are
+several files, are published by ``albert_tf.weights.files`` on top of this.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+import uuid
 from typing import Iterator
+
+TMP_MARK = ".tmp-"  # in every temporary name: leftovers of a crash are found by it
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    """True for paths tf.io.gfile must handle (``gs://``, ``hdfs://``, ...)."""
+    return "://" in os.fspath(path)
 
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
-    """Yields a temporary path beside `path`: write there; on success it replaces
+    """Yields a temporary local path beside `path`: write there; on success it replaces
     `path`, on any error it is removed and the error propagates."""
     path = os.fspath(path)
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
     os.close(fd)
     try:
         yield tmp
@@ -28,8 +42,37 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> str:
-    """Writes UTF-8 `text` to `path` atomically; returns the path."""
+    """Writes UTF-8 `text` to `path` (local or remote) atomically; returns the path."""
+    path = os.fspath(path)
+    if is_remote(path):
+        import tensorflow as tf
+
+        tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
+        try:
+            with tf.io.gfile.GFile(tmp, "w") as f:
+                f.write(text)
+            tf.io.gfile.rename(tmp, path, overwrite=True)
+        finally:
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.remove(tmp)
+        return path
     with atomic_output(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
-    return os.fspath(path)
+    return path
+
+
+def read_text(path: str | os.PathLike) -> str | None:
+    """The UTF-8 text of `path` (local or remote), None when it does not exist."""
+    path = os.fspath(path)
+    if is_remote(path):
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as f:
+            return f.read()
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -1,5 +1,6 @@
 """The pretraining task: MLM + sentence-order losses and metrics as the original
-`run_pretraining.py` computes them, and its input pipeline, for the shared loop."""
+`run_pretraining.py` computes them, its input pipeline for the shared loop, and how
+its checkpoints are evaluated (after each save, the best by MLM accuracy kept)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -9,10 +10,16 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_features
 from albert_tf.modeling.models import AlbertPretrainer
-from albert_tf.training import Task, make_tfrecord_dataset
+from albert_tf.training.checkpoint_policy import CheckpointEvaluator
+from albert_tf.training.data import make_tfrecord_dataset
+from albert_tf.training.loop import Task, Trainer
+from albert_tf.training.results import ResultsLayout
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss")
+KEY_METRIC = "masked_lm_accuracy"  # what model.ckpt-best is chosen by
+# The original's eval_results.txt: sorted `key = value` lines, one block per checkpoint.
+RESULTS_LAYOUT = ResultsLayout(sort_keys=True)
 
 
 def loss_denominators(features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -113,7 +120,7 @@ def pretraining_task(
     def init_fn(model) -> None:
         from absl import logging
 
-        from albert_tf.checkpoints import load_checkpoint
+        from albert_tf.weights import load_checkpoint
 
         # A TF-Hub module has no sentence-order head: start that head fresh, as the original did.
         report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True,
@@ -168,3 +175,17 @@ def eval_summary(results: Mapping[str, Any]) -> dict[str, Any]:
     """The original's eval_results.txt keys (plus loss and global_step)."""
     keys = ("global_step", "loss", *EVAL_METRICS)
     return {key: results[key] for key in keys if key in results}
+
+
+def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> CheckpointEvaluator:
+    """Evaluates checkpoints on ``max_eval_steps`` eval batches (every worker takes part, the
+    chief writes eval_results.txt, best_trial.txt and model.ckpt-best)."""
+    import os
+
+    def evaluate(checkpoint_path: str) -> dict[str, Any]:
+        results = eval_summary(trainer.evaluate(max_eval_steps, checkpoint_path=checkpoint_path))
+        print(f"eval {os.path.basename(checkpoint_path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
+        return results
+
+    return CheckpointEvaluator(trainer.config.output_dir, evaluate, KEY_METRIC, RESULTS_LAYOUT,
+                               writes=trainer.worker.is_chief)

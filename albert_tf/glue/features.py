@@ -2,16 +2,17 @@
 
 The TFRecord format is the original's (`file_based_convert_examples_to_features`):
 int64 `input_ids`, `input_mask`, `segment_ids` of length max_seq_length, `label_ids`
-(int64; float for STS-B) and `is_real_example`; `feature_spec()` below is the one
-place those names and types are written.
+(int64; float for STS-B) and `is_real_example`; `SCHEMA` below is the one place
+those names and types are written (parse spec, writer and padding are built from it).
 
 What changes from the original:
 - The cache file name carries a hash of everything the records depend on (task,
   split, data file contents, tokenizer model file, lower-casing, sequence length,
   format version), so a changed input rebuilds instead of silently reusing stale
   records (the original reused `<task>_train.tf_record` whatever changed).
-- Files are written under a temporary name and renamed, with a JSON sidecar
-  (written last) holding the example count; a crash leaves no half cache.
+- Files are written by the one feature cache (`albert_tf.data.feature_cache`): under a
+  temporary name and renamed, with a JSON side file (written last) holding the example
+  count; a crash leaves no half cache.
 - Eval and predict never drop examples: the last batch is filled with
   `is_real_example = 0` rows (as the original did on TPU) so every batch has a
   static shape, and metrics/outputs skip those rows.
@@ -21,20 +22,26 @@ What changes from the original:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import tensorflow as tf
 
-from albert_tf.fileio import atomic_output, atomic_write_text
+from albert_tf.data.feature_cache import cache_key, cached_records, file_sha256
+from albert_tf.data.records import RecordSchema
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
-# Bump when the record contents change for the same inputs (invalidates caches).
-FORMAT_VERSION = 1
-
 CLS, SEP = "[CLS]", "[SEP]"
+SEQ = "max_seq_length"
+# The original's record; bump the version when the records change for the same inputs.
+SCHEMA = RecordSchema("glue", 1, (
+    ("input_ids", "int64", SEQ),
+    ("input_mask", "int64", SEQ),
+    ("segment_ids", "int64", SEQ),
+    ("label_ids", "int64", None),
+    ("is_real_example", "int64", None),
+))
+REGRESSION_SCHEMA = SCHEMA.replace("label_ids", "float32")  # STS-B's scores
 
 
 class Tokenizer(Protocol):
@@ -43,15 +50,13 @@ class Tokenizer(Protocol):
     def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]: ...
 
 
+def schema(regression: bool) -> RecordSchema:
+    return REGRESSION_SCHEMA if regression else SCHEMA
+
+
 def feature_spec(max_seq_length: int, regression: bool) -> dict[str, tf.io.FixedLenFeature]:
     """Parsing spec of one record: the original's names, types and shapes."""
-    return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "label_ids": tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
-        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    }
+    return schema(regression).parse_spec(max_seq_length=max_seq_length)
 
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -112,50 +117,10 @@ def convert_example(
 
 
 def to_tf_example(features: InputFeatures, regression: bool) -> tf.train.Example:
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-    label = (
-        tf.train.Feature(float_list=tf.train.FloatList(value=[float(features.label_id)]))
-        if regression
-        else ints([int(features.label_id)])
-    )
-    return tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "input_ids": ints(features.input_ids),
-                "input_mask": ints(features.input_mask),
-                "segment_ids": ints(features.segment_ids),
-                "label_ids": label,
-                "is_real_example": ints([int(features.is_real_example)]),
-            }
-        )
-    )
-
-
-def write_features(
-    examples: Iterable[InputExample],
-    path: str,
-    spec: TaskSpec,
-    max_seq_length: int,
-    tokenizer: Tokenizer,
-) -> int:
-    """Streams examples into a TFRecord file (atomically); returns the number written."""
-    count = 0
-    with atomic_output(path) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-        for example in examples:
-            features = convert_example(example, spec, max_seq_length, tokenizer)
-            writer.write(to_tf_example(features, spec.is_regression).SerializeToString())
-            count += 1
-    return count
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    values = {"input_ids": features.input_ids, "input_mask": features.input_mask,
+              "segment_ids": features.segment_ids, "label_ids": features.label_id,
+              "is_real_example": int(features.is_real_example)}
+    return schema(regression).example(values, max_seq_length=len(features.input_ids))
 
 
 def tokenizer_fingerprint(
@@ -199,48 +164,37 @@ def cached_features(
     if not os.path.isfile(data_file):
         # Let the processor raise its message naming the file and the flag.
         next(iter(processor.iter_examples(data_dir, split)), None)
-    key_fields = {
-        "format_version": FORMAT_VERSION,
+    record_schema = schema(spec.is_regression)
+    settings = {
         "task": spec.name,
         "split": split,
         "data_sha256": file_sha256(data_file),
         "tokenizer": tokenizer_id,
         "max_seq_length": int(max_seq_length),
     }
-    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:16]
-    path = os.path.join(
-        os.fspath(cached_dir), f"{spec.name}_{split}_{max_seq_length}_{key}.tf_record"
-    )
-    meta_path = path + ".json"
-    if os.path.exists(path) and os.path.exists(meta_path):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-        if {k: meta.get(k) for k in key_fields} == key_fields:
-            return CachedFeatures(path, int(meta["num_examples"]), max_seq_length, spec.is_regression)
-    count = write_features(
-        processor.iter_examples(data_dir, split), path, spec, max_seq_length, tokenizer
-    )
-    meta = dict(key_fields, num_examples=count, data_file=os.path.abspath(data_file))
-    atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True))
-    return CachedFeatures(path, count, max_seq_length, spec.is_regression)
+    key = cache_key(record_schema, settings)[:16]
+    path = os.path.join(os.fspath(cached_dir), f"{spec.name}_{split}_{max_seq_length}_{key}.tf_record")
+
+    def build(write) -> dict:
+        count = 0
+        for example in processor.iter_examples(data_dir, split):
+            write(to_tf_example(convert_example(example, spec, max_seq_length, tokenizer),
+                                spec.is_regression).SerializeToString())
+            count += 1
+        return {"num_examples": count, "data_file": os.path.abspath(data_file)}
+
+    cached = cached_records(path, record_schema, settings, build)
+    return CachedFeatures(path, int(cached.side["num_examples"]), max_seq_length, spec.is_regression)
 
 
 def decode_record(record: tf.Tensor, max_seq_length: int, regression: bool) -> dict[str, tf.Tensor]:
     """Parses one serialized record; int64 → int32 (what the model takes)."""
-    parsed = tf.io.parse_single_example(record, feature_spec(max_seq_length, regression))
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
+    return schema(regression).parse(record, max_seq_length=max_seq_length)
 
 
 def padding_example(max_seq_length: int, regression: bool) -> dict[str, tf.Tensor]:
     """A fake row (all zeros, is_real_example = 0) to fill the last batch."""
-    zeros = tf.zeros([max_seq_length], tf.int32)
-    return {
-        "input_ids": zeros,
-        "input_mask": zeros,
-        "segment_ids": zeros,
-        "label_ids": tf.constant(0.0 if regression else 0, tf.float32 if regression else tf.int32),
-        "is_real_example": tf.constant(0, tf.int32),
-    }
+    return schema(regression).padding(max_seq_length=max_seq_length)
 
 
 def train_dataset_fn(features: CachedFeatures, train_batch_size: int, seed: int,

@@ -1,10 +1,11 @@
-"""The GLUE classifier: ALBERT encoder → dropout 0.1 on the pooled output → dense.
+"""The GLUE classifier: ALBERT encoder → dropout 0.1 on the pooled output → output projection.
 
-As the original's `create_model`: the dense layer's weights are the top-level TF1
+As the original's `create_model`: the projection's weights are the top-level TF1
 variables `output_weights` [num_labels, H] (stored [out, in]) and `output_bias`,
-initialised truncated-normal 0.02 / zeros; classification takes the softmax
-cross-entropy, STS-B (one output) the squared error. The head runs in float32
-under mixed precision so logits and losses keep full precision.
+initialised truncated-normal 0.02 / zeros (`modeling.heads.OutputProjection`; the
+names are assigned in `albert_tf.weights.names`); classification takes the softmax
+cross-entropy, STS-B (one output) the squared error. The head runs in float32 under
+mixed precision so logits and losses keep full precision.
 """
 from __future__ import annotations
 
@@ -14,59 +15,37 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.layers import initializer
-from albert_tf.modeling.models import AlbertModel
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
+from albert_tf.modeling.encoder import AlbertModel, as_encoder
+from albert_tf.modeling.heads import OutputProjection
 
 HEAD_DROPOUT = 0.1  # the original hard-codes keep_prob=0.9 on the pooled output
 
 
-class ClassificationHead(keras.layers.Layer):
-    """Logits = pooled · output_weightsᵀ + output_bias (float32)."""
-
-    def __init__(self, num_labels: int, config: AlbertConfig, **kwargs):
-        kwargs["dtype"] = "float32"
-        super().__init__(**kwargs)
-        self.num_labels = num_labels
-        self.config = config
-
-    def build(self, input_shape):
-        hidden = int(input_shape[-1])
-        self.output_weights = self.add_weight(
-            "output_weights", shape=[self.num_labels, hidden],
-            initializer=initializer(self.config), dtype=tf.float32)
-        self.output_bias = self.add_weight(
-            "output_bias", shape=[self.num_labels], initializer="zeros", dtype=tf.float32)
-        super().build(input_shape)
-
-    def call(self, pooled_output):
-        pooled = tf.cast(pooled_output, tf.float32)
-        return tf.matmul(pooled, self.output_weights, transpose_b=True) + self.output_bias
-
-
 class GlueClassifier(keras.Model):
-    """ALBERT + classification (or regression) head for one GLUE task.
+    """An encoder + classification (or regression) head for one GLUE task.
 
     Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, S].
     Returns float32 `logits` ([B, num_labels], or [B] scores for regression) and
     `probabilities` (softmax, or the score itself for regression).
-    `.encoder` is the AlbertModel; `tf1_head_variables()` gives the head's TF1
-    names to the checkpoint name table.
+    `encoder` is the AlbertModel to fine-tune (or an AlbertConfig to build one).
     """
 
-    def __init__(self, config: AlbertConfig, num_labels: int, regression: bool = False, **kwargs):
+    def __init__(self, encoder: AlbertModel | AlbertConfig, num_labels: int, regression: bool = False,
+                 dropout_rate: float = HEAD_DROPOUT, **kwargs):
         kwargs.setdefault("name", "glue_classifier")
         super().__init__(**kwargs)
         if regression and num_labels != 1:
             raise ValueError(f"a regression head has 1 output, got num_labels={num_labels}")
-        self.config = config
+        self.encoder = as_encoder(encoder)
+        self.config = self.encoder.config
         self.num_labels = num_labels
         self.regression = regression
-        self.encoder = AlbertModel(config)
+        self.dropout_rate = dropout_rate
         # Stateless like the encoder's (exact resume); float32 so that under mixed
         # precision the pooled output is not rounded to 16 bits before the head.
-        self.output_dropout = StatelessDropout(HEAD_DROPOUT, name="output_dropout", dtype="float32")
-        self.classifier = ClassificationHead(num_labels, config, name="output")
+        self.output_dropout = StatelessDropout(dropout_rate, name="output_dropout", dtype="float32")
+        self.classifier = OutputProjection(num_labels, self.config.initializer_range, name="output")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         pooled = self.encoder(inputs, training=training)["pooled_output"]
@@ -76,16 +55,17 @@ class GlueClassifier(keras.Model):
             return {"logits": logits, "probabilities": logits}
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    def tf1_head_variables(self) -> dict[str, tf.Variable]:
-        return {"output_weights": self.classifier.output_weights,
-                "output_bias": self.classifier.output_bias}
-
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
         return self.encoder.dummy_inputs(batch_size, seq_length)
 
     def get_config(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "num_labels": self.num_labels,
-                "regression": self.regression}
+        return {"name": self.name, "encoder": self.encoder.get_config(), "num_labels": self.num_labels,
+                "regression": self.regression, "dropout_rate": self.dropout_rate}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "GlueClassifier":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
 def build_classifier(config: AlbertConfig, task_name: str) -> GlueClassifier:
@@ -93,7 +73,7 @@ def build_classifier(config: AlbertConfig, task_name: str) -> GlueClassifier:
     from albert_tf.glue.processors import get_task_spec
 
     spec = get_task_spec(task_name)
-    model = GlueClassifier(config, spec.num_labels, spec.is_regression)
+    model = GlueClassifier(AlbertModel(config), spec.num_labels, spec.is_regression)
     model(model.dummy_inputs())
     return model
 

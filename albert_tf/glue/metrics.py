@@ -6,6 +6,9 @@ for CoLA, Pearson + MSE for STS-B. Users also want F1 (MRPC, QQP) and Spearman
 keys are kept (`eval_accuracy`, `eval_loss`, `matthew_corr`, `pearson`, `MSE`) so
 scripts that parse `eval_results.txt` keep working.
 
+Which metrics a task reports is data: its `TaskSpec.metrics` names entries of
+`METRICS` below (checked at import), so adding a task or a metric changes no code here.
+
 Degenerate inputs (a constant prediction column) give 0.0 for correlations, as the
 original's `div_no_nan`, rather than NaN: model selection must be able to compare.
 """
@@ -13,10 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from albert_tf.glue.processors import get_task_spec
-
-# Tasks whose official GLUE metrics include F1 of the positive class ("1").
-F1_TASKS = frozenset({"mrpc", "qqp"})
+from albert_tf.glue.processors import TASKS, get_task_spec
 
 
 def _as_1d(x, dtype=np.float64) -> np.ndarray:
@@ -94,6 +94,23 @@ def log_softmax(logits) -> np.ndarray:
     return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
+# Metric name -> fn(gold, predicted): predicted is the class id for classification
+# (F1 of the positive class "1", binary Matthews correlation), the score for regression.
+METRICS = {
+    "eval_accuracy": lambda gold, predicted: accuracy(gold, predicted),
+    "f1": lambda gold, predicted: f1_score(gold, predicted),
+    "matthew_corr": lambda gold, predicted: matthews_corrcoef(gold, predicted),
+    "pearson": lambda gold, predicted: pearson_corr(predicted, gold),
+    "spearman": lambda gold, predicted: spearman_corr(predicted, gold),
+    "MSE": lambda gold, predicted: mean_squared_error(gold, predicted),
+}
+for _spec in TASKS.values():
+    _unknown = [m for m in _spec.metrics if m not in METRICS]
+    if _unknown:
+        raise ValueError(f"GLUE task {_spec.name} lists metrics {_unknown} that albert_tf.glue.metrics does not "
+                         f"compute (known: {', '.join(METRICS)})")
+
+
 def key_metric(task_name: str) -> str:
     """The metric that selects the best checkpoint (the original's choice)."""
     return get_task_spec(task_name).key_metric
@@ -109,30 +126,24 @@ def compute_glue_metrics(task_name: str, labels, logits, is_real_example=None) -
       is_real_example: optional [N] 0/1; rows with 0 (batch padding) are ignored.
 
     Returns keys (sorted in `eval_results.txt`): `eval_loss` (mean cross-entropy,
-    or mean squared error for STS-B) and `num_examples` for every task;
-    `eval_accuracy` for classification; `f1` for MRPC and QQP; `matthew_corr` for
-    CoLA; `pearson`, `spearman`, `MSE` for STS-B.
+    or mean squared error for STS-B) and `num_examples` for every task, and the
+    task's `TaskSpec.metrics` (e.g. `eval_accuracy` and `f1` for MRPC; `pearson`,
+    `spearman`, `MSE` for STS-B).
     """
     spec = get_task_spec(task_name)
     logits = np.asarray(logits, dtype=np.float64)
     keep = slice(None) if is_real_example is None else _as_1d(is_real_example) > 0
-    results: dict[str, float] = {}
     if spec.is_regression:
-        scores = logits.reshape(-1)[keep]
+        predicted = logits.reshape(-1)[keep]
         gold = _as_1d(labels)[keep]
-        mse = mean_squared_error(gold, scores)
-        results.update(eval_loss=mse, MSE=mse, pearson=pearson_corr(scores, gold),
-                       spearman=spearman_corr(scores, gold))
+        loss = mean_squared_error(gold, predicted)
     else:
         logits = logits.reshape(-1, spec.num_labels)[keep]
         gold = _as_1d(labels, np.int64)[keep]
-        predictions = np.argmax(logits, axis=-1)
+        predicted = np.argmax(logits, axis=-1)
         nll = -log_softmax(logits)[np.arange(gold.size), gold]
-        results.update(eval_loss=float(nll.mean()) if gold.size else 0.0,
-                       eval_accuracy=accuracy(gold, predictions))
-        if spec.name in F1_TASKS:
-            results["f1"] = f1_score(gold, predictions)
-        if spec.name == "cola":
-            results["matthew_corr"] = matthews_corrcoef(gold, predictions)
+        loss = float(nll.mean()) if gold.size else 0.0
+    results: dict[str, float] = {"eval_loss": loss}
+    results.update({name: METRICS[name](gold, predicted) for name in spec.metrics})
     results["num_examples"] = int(gold.size)
     return results

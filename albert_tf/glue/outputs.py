@@ -1,9 +1,9 @@
 """The original's GLUE output files, written atomically (temp name + os.replace).
 
 - `eval_results.txt`: per evaluated checkpoint, sorted `key = value` lines, then
-  `best = <best key metric so far>` and a line of 50 `=`, as the original writes it.
-  (`best_trial.txt` and `model.ckpt-best` are kept by the training package's
-  `BestCheckpointKeeper`.)
+  `best = <best key metric so far>` and a line of 50 `=`, as the original writes it
+  (`RESULTS_LAYOUT`; the training package's `CheckpointEvaluator` writes it and keeps
+  `best_trial.txt` and `model.ckpt-best`).
 - `test_results.tsv`: one line per test example: class probabilities tab-separated,
   or the predicted score for STS-B.
 - `submit_results.tsv`: `index<TAB>prediction` header, then the example's guid (the
@@ -13,45 +13,19 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from albert_tf.fileio import atomic_write_text
 from albert_tf.glue.processors import InputExample, TaskSpec
+from albert_tf.training.results import ResultsLayout, format_value
 
-EVAL_RESULTS_FILE = "eval_results.txt"
 TEST_RESULTS_FILE = "test_results.tsv"
 SUBMIT_RESULTS_FILE = "submit_results.tsv"
-
-
-def format_value(value) -> str:
-    """Shortest text that reads back to the same number, in the value's own precision
-    (float32 probabilities print as the original's str(np.float32) did)."""
-    if isinstance(value, np.floating):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (np.integer, int)):
-        return str(int(value))
-    return str(value)
-
-
-def format_eval_block(results: Mapping[str, object], best: float | None = None) -> str:
-    lines = [f"{key} = {format_value(results[key])}" for key in sorted(results)]
-    if best is not None:
-        lines.append(f"best = {format_value(best)}")
-    lines.append("=" * 50)
-    return "\n".join(lines) + "\n"
-
-
-def append_eval_block(path: str | os.PathLike, block: str) -> None:
-    """Adds one checkpoint's block to eval_results.txt (rewritten atomically)."""
-    previous = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = f.read()
-    atomic_write_text(path, previous + block)
+# The original run_classifier's eval_results.txt: sorted keys, the best key metric so
+# far, a rule after each evaluated checkpoint (written by albert_tf.training.results).
+RESULTS_LAYOUT = ResultsLayout(sort_keys=True, best_line=True, separator="=" * 50)
 
 
 def write_predictions(

@@ -64,16 +64,32 @@ class SplitLayout:
     num_columns: int | None = None
 
 
+# What every task reports besides its own metrics (eval_results.txt, and so model.ckpt-best).
+COMMON_METRICS = ("eval_loss", "num_examples")
+CLASSIFICATION = ("eval_accuracy",)
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-    """Everything task-specific: files, columns, labels, key metric, GLUE file name."""
+    """Everything task-specific: files, columns, labels, metrics, key metric, GLUE file name.
+
+    `metrics` are the names `glue.metrics` computes for the task (beyond `COMMON_METRICS`);
+    `key_metric`, which selects model.ckpt-best, must be one of them: checked here, at
+    import, rather than after the first evaluation of a long run.
+    """
 
     name: str
     folder: str
     labels: tuple[str, ...] | None  # None: regression (STS-B)
     splits: dict[str, SplitLayout]
+    metrics: tuple[str, ...]
     key_metric: str
     submission_file: str  # the name the GLUE server expects for this task's predictions
+
+    def __post_init__(self):
+        if self.key_metric not in self.metrics + COMMON_METRICS:
+            raise ValueError(f"GLUE task {self.name}: key_metric {self.key_metric!r} is not among its metrics "
+                             f"{list(self.metrics + COMMON_METRICS)}")
 
     @property
     def is_regression(self) -> bool:
@@ -101,6 +117,7 @@ def _mnli(name: str, dev: str, test: str, submission: str) -> TaskSpec:
             "dev": SplitLayout(dev, True, 8, 9, label_column=-1),
             "test": SplitLayout(test, True, 8, 9),
         },
+        metrics=CLASSIFICATION,
         key_metric="eval_accuracy",
         submission_file=submission,
     )
@@ -119,6 +136,7 @@ TASKS: dict[str, TaskSpec] = {
                 "dev": SplitLayout("dev.tsv", False, 3, None, 1, None, num_columns=4),
                 "test": SplitLayout("test.tsv", True, 1),
             },
+            metrics=("eval_accuracy", "matthew_corr"),
             key_metric="matthew_corr",
             submission_file="CoLA.tsv",
         ),
@@ -134,6 +152,7 @@ TASKS: dict[str, TaskSpec] = {
                 "dev": SplitLayout("dev.tsv", True, 3, 4, 0, None),
                 "test": SplitLayout("test.tsv", True, 3, 4),
             },
+            metrics=("eval_accuracy", "f1"),
             key_metric="eval_accuracy",
             submission_file="MRPC.tsv",
         ),
@@ -142,6 +161,7 @@ TASKS: dict[str, TaskSpec] = {
             folder="RTE",
             labels=NLI2_LABELS,
             splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            metrics=CLASSIFICATION,
             key_metric="eval_accuracy",
             submission_file="RTE.tsv",
         ),
@@ -154,6 +174,7 @@ TASKS: dict[str, TaskSpec] = {
                 "dev": SplitLayout("dev.tsv", True, 0, None, 1, None),
                 "test": SplitLayout("test.tsv", True, 1),
             },
+            metrics=CLASSIFICATION,
             key_metric="eval_accuracy",
             submission_file="SST-2.tsv",
         ),
@@ -167,6 +188,7 @@ TASKS: dict[str, TaskSpec] = {
                 "dev": SplitLayout("dev.tsv", True, 7, 8, -1),
                 "test": SplitLayout("test.tsv", True, 7, 8),
             },
+            metrics=("pearson", "spearman", "MSE"),
             key_metric="pearson",
             submission_file="STS-B.tsv",
         ),
@@ -180,6 +202,7 @@ TASKS: dict[str, TaskSpec] = {
                 "dev": SplitLayout("dev.tsv", True, 3, 4, 5),
                 "test": SplitLayout("test.tsv", True, 1, 2),
             },
+            metrics=("eval_accuracy", "f1"),
             key_metric="eval_accuracy",
             submission_file="QQP.tsv",
         ),
@@ -188,6 +211,7 @@ TASKS: dict[str, TaskSpec] = {
             folder="QNLI",
             labels=NLI2_LABELS,
             splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            metrics=CLASSIFICATION,
             key_metric="eval_accuracy",
             submission_file="QNLI.tsv",
         ),
@@ -196,6 +220,7 @@ TASKS: dict[str, TaskSpec] = {
             folder="WNLI",
             labels=BINARY_LABELS,
             splits={s: _pair(f"{s}.tsv", s != "test") for s in SPLITS},
+            metrics=CLASSIFICATION,
             key_metric="eval_accuracy",
             submission_file="WNLI.tsv",
         ),
@@ -205,6 +230,7 @@ TASKS: dict[str, TaskSpec] = {
             folder="diagnostic",
             labels=MNLI_LABELS,
             splits={"test": SplitLayout("diagnostic.tsv", True, 1, 2)},
+            metrics=CLASSIFICATION,
             key_metric="eval_accuracy",
             submission_file="AX.tsv",
         ),
@@ -212,6 +238,8 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+# Tasks with nothing to train or evaluate on (the diagnostic set: predicted with an MNLI model).
+PREDICT_ONLY: tuple[str, ...] = tuple(name for name, spec in TASKS.items() if "train" not in spec.splits)
 
 
 def get_task_spec(task_name: str) -> TaskSpec:

@@ -1,11 +1,17 @@
 """Activations by the names the original's `get_activation` accepts, plus the
-exact (erf) GELU that Hugging Face configs call "gelu"."""
+exact (erf) GELU that Hugging Face configs call "gelu".
+
+The names (and their Hugging Face spellings) are config facts and live in
+`albert_tf.config`; this module maps them to functions, so the config never imports
+the model."""
 from __future__ import annotations
 
 import math
 from typing import Callable, Optional
 
 import tensorflow as tf
+
+from albert_tf.config import ACTIVATIONS
 
 
 def gelu(x: tf.Tensor) -> tf.Tensor:
@@ -28,38 +34,8 @@ _ACTIVATIONS: dict[str, Optional[Callable]] = {
     "gelu_erf": gelu_erf,
     "tanh": tf.tanh,
 }
-
-# Hugging Face `hidden_act` name -> ours, for the functions both have. The first
-# HF name listed for one of ours is the one written when exporting.
-HF_ACTIVATIONS: tuple[tuple[str, str], ...] = (
-    ("gelu_new", "gelu"),            # the original's tanh approximation ...
-    ("gelu_pytorch_tanh", "gelu"),   # ... computed by torch's fused kernel
-    ("gelu_fast", "gelu"),           # ... with the terms rearranged
-    ("gelu", "gelu_erf"),            # the exact erf form
-    ("gelu_python", "gelu_erf"),
-    ("relu", "relu"),
-    ("tanh", "tanh"),
-    ("linear", "linear"),
-)
-
-
-def from_hf_activation(name: str) -> str:
-    """Our activation name for a Hugging Face `hidden_act`; ValueError if none fits."""
-    for hf_name, ours in HF_ACTIVATIONS:
-        if name == hf_name:
-            return ours
-    known = ", ".join(hf for hf, _ in HF_ACTIVATIONS)
-    raise ValueError(f"Hugging Face activation '{name}' has no albert_tf counterpart; supported: {known}")
-
-
-def to_hf_activation(name: str) -> str:
-    """The Hugging Face `hidden_act` that computes our activation `name`."""
-    key = (name or "linear").lower()
-    for hf_name, ours in HF_ACTIVATIONS:
-        if ours == key:
-            return hf_name
-    raise ValueError(f"activation '{name}' has no Hugging Face counterpart")
-
+if tuple(_ACTIVATIONS) != ACTIVATIONS:
+    raise RuntimeError("albert_tf.config.ACTIVATIONS and the functions of albert_tf.modeling.activations differ")
 
 def get_activation(name: Optional[str]) -> Optional[Callable]:
     """Maps a config string to a function; empty or "linear" means none."""

@@ -2,7 +2,12 @@
 
 Each layer's weights carry the last part of the original's TF1 variable names
 (`gamma`, `beta`, `kernel`, `bias`, ...); the full names are assembled in one
-place, `albert_tf.checkpoints.names`.
+place, `albert_tf.weights.names`.
+
+Layers take plain arguments (sizes, rates, names of activations), not an
+AlbertConfig, so that `get_config()` is their constructor's arguments and
+`from_config` rebuilds them (Keras' own contract); the encoder reads its config
+once and hands each layer what it needs.
 
 Mixed precision: under a `mixed_bfloat16` / `mixed_float16` policy the dense
 layers compute in 16 bits, while LayerNorm, the attention softmax and the
@@ -16,31 +21,32 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import get_activation
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
 
 
-def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
+def initializer(initializer_range: float) -> keras.initializers.Initializer:
     """The original's weight initializer: truncated normal, stddev initializer_range."""
-    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
 def dropout(rate: float, name: str) -> keras.layers.Layer:
     """Dropout, active only when called with training=True.
 
     Stateless: inside the training loop its masks are a function of (seed, step,
-    replica, call site), so a resumed run draws the same masks as an
-    uninterrupted one (see `albert_tf.training.randomness`).
+    example position, call site), so a resumed run draws the same masks as an
+    uninterrupted one (see `albert_tf.modeling.dropout`).
     """
     return StatelessDropout(rate, name=name)
 
 
-def dense(units: int, config: AlbertConfig, name: str, activation: Optional[str] = None,
-          use_bias: bool = True) -> keras.layers.Dense:
+def dense(units: int, initializer_range: float, name: str, activation: Optional[str] = None,
+          use_bias: bool = True, **kwargs) -> keras.layers.Dense:
+    """The original's dense layer: truncated-normal kernel, an activation by config name."""
     return keras.layers.Dense(units, activation=get_activation(activation) if activation else None,
-                              use_bias=use_bias, kernel_initializer=initializer(config), name=name)
+                              use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name,
+                              **kwargs)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -78,22 +84,26 @@ class AlbertEmbeddings(keras.layers.Layer):
     LayerNorm, cheap, and the tied MLM output reads the same table.
     """
 
-    def __init__(self, config: AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
+    def __init__(self, vocab_size: int, embedding_size: int, type_vocab_size: int = 2,
+                 max_position_embeddings: int = 512, initializer_range: float = 0.02, dropout_rate: float = 0.0,
+                 use_one_hot_embeddings: bool = False, **kwargs):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
-        self.config = config
+        self.vocab_size, self.embedding_size = vocab_size, embedding_size
+        self.type_vocab_size, self.max_position_embeddings = type_vocab_size, max_position_embeddings
+        self.initializer_range, self.dropout_rate = initializer_range, dropout_rate
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.layer_norm = LayerNorm(name="LayerNorm")
-        self.dropout = dropout(config.hidden_dropout_prob, name="dropout")
+        self.dropout = dropout(dropout_rate, name="dropout")
 
     def build(self, input_shape):
-        c = self.config
+        init = lambda: initializer(self.initializer_range)  # noqa: E731 - one instance per weight: own values
         self.word_embeddings = self.add_weight(
-            "word_embeddings", shape=[c.vocab_size, c.embedding_size], initializer=initializer(c))
+            "word_embeddings", shape=[self.vocab_size, self.embedding_size], initializer=init())
         self.token_type_embeddings = self.add_weight(
-            "token_type_embeddings", shape=[c.type_vocab_size, c.embedding_size], initializer=initializer(c))
+            "token_type_embeddings", shape=[self.type_vocab_size, self.embedding_size], initializer=init())
         self.position_embeddings = self.add_weight(
-            "position_embeddings", shape=[c.max_position_embeddings, c.embedding_size], initializer=initializer(c))
+            "position_embeddings", shape=[self.max_position_embeddings, self.embedding_size], initializer=init())
         super().build(input_shape)
 
     def _lookup(self, table: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
@@ -108,20 +118,34 @@ class AlbertEmbeddings(keras.layers.Layer):
         x += tf.expand_dims(self.position_embeddings[:seq_length], 0)
         return self.dropout(self.layer_norm(x), training=training)
 
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "embedding_size": self.embedding_size,
+                "type_vocab_size": self.type_vocab_size, "max_position_embeddings": self.max_position_embeddings,
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate,
+                "use_one_hot_embeddings": self.use_one_hot_embeddings}
+
 
 class SelfAttention(keras.layers.Layer):
     """Multi-head self-attention; the original's `attention_1/self` + `attention_1/output`."""
 
-    def __init__(self, config: AlbertConfig, **kwargs):
+    def __init__(self, hidden_size: int, num_attention_heads: int, initializer_range: float = 0.02,
+                 dropout_rate: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = config.num_attention_heads
-        self.head_size = config.attention_head_size
-        hidden = config.hidden_size
-        self.query = dense(hidden, config, "query")
-        self.key = dense(hidden, config, "key")
-        self.value = dense(hidden, config, "value")
-        self.output_dense = dense(hidden, config, "dense")
-        self.probs_dropout = dropout(config.attention_probs_dropout_prob, name="attention_dropout")
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads "
+                             f"{num_attention_heads}")
+        self.hidden_size, self.num_heads = hidden_size, num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.initializer_range, self.dropout_rate = initializer_range, dropout_rate
+        self.query = dense(hidden_size, initializer_range, "query")
+        self.key = dense(hidden_size, initializer_range, "key")
+        self.value = dense(hidden_size, initializer_range, "value")
+        self.output_dense = dense(hidden_size, initializer_range, "dense")
+        self.probs_dropout = dropout(dropout_rate, name="attention_dropout")
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size, "num_attention_heads": self.num_heads,
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
 
     def _split_heads(self, x):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
@@ -148,17 +172,32 @@ class TransformerBlock(keras.layers.Layer):
     a = LayerNorm(x + dropout(attention(x)));  y = LayerNorm_1(a + dropout(ffn(a))).
     """
 
-    def __init__(self, config: AlbertConfig, **kwargs):
+    def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", hidden_dropout_prob: float = 0.0,
+                 attention_probs_dropout_prob: float = 0.0, initializer_range: float = 0.02, **kwargs):
         # The residual stream stays float32 under mixed precision: no autocast of x.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        self.attention = SelfAttention(config, name="attention_1")
-        self.attention_dropout = dropout(config.hidden_dropout_prob, name="attention_output_dropout")
+        self.hidden_size, self.num_attention_heads = hidden_size, num_attention_heads
+        self.intermediate_size, self.hidden_act = intermediate_size, hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.attention = SelfAttention(hidden_size, num_attention_heads, initializer_range,
+                                       attention_probs_dropout_prob, name="attention_1")
+        self.attention_dropout = dropout(hidden_dropout_prob, name="attention_output_dropout")
         self.attention_layer_norm = LayerNorm(name="LayerNorm")
-        self.intermediate = dense(config.intermediate_size, config, "intermediate", config.hidden_act)
-        self.ffn_output = dense(config.hidden_size, config, "ffn_output")
-        self.ffn_dropout = dropout(config.hidden_dropout_prob, name="ffn_output_dropout")
+        self.intermediate = dense(intermediate_size, initializer_range, "intermediate", hidden_act)
+        self.ffn_output = dense(hidden_size, initializer_range, "ffn_output")
+        self.ffn_dropout = dropout(hidden_dropout_prob, name="ffn_output_dropout")
         self.output_layer_norm = LayerNorm(name="LayerNorm_1")
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads, "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act, "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "initializer_range": self.initializer_range}
 
     def call(self, x, attention_adder, training=None):
         attention = self.attention(x, attention_adder, training=training)

@@ -1,4 +1,4 @@
-"""AlbertModel (the encoder) and AlbertPretrainer (encoder + MLM + SOP heads)."""
+"""AlbertPretrainer: the encoder + masked-LM head (tied to the word table) + sentence-order head."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -7,98 +7,8 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
-from albert_tf.modeling.layers import AlbertEmbeddings, TransformerBlock, dense, group_of_layer
-
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
-
-class InputError(ValueError):
-    """Model inputs of the wrong name, rank, dtype or length."""
-
-
-def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: int) -> None:
-    """Static checks that give one clear message instead of a deep TF error."""
-    if not isinstance(inputs, Mapping):
-        raise InputError(f"ALBERT expects a dict with keys {list(names)}, got {type(inputs).__name__}")
-    for name in names:
-        if name not in inputs:
-            raise InputError(f"ALBERT input '{name}' is missing; got keys {sorted(inputs)}")
-        tensor = inputs[name]
-        dtype = tf.as_dtype(getattr(tensor, "dtype", tf.int32))
-        if not dtype.is_integer:
-            raise InputError(f"ALBERT input '{name}' must be an integer tensor (int32), got {dtype.name}")
-        shape = tf.TensorShape(getattr(tensor, "shape", None))
-        if shape.rank is not None and shape.rank != 2:
-            raise InputError(f"ALBERT input '{name}' must have shape [batch, seq_length], got {shape}")
-    seq = tf.TensorShape(inputs[names[0]].shape)[1]
-    if seq is not None and seq > max_length:
-        raise InputError(
-            f"sequence length {seq} of 'input_ids' exceeds max_position_embeddings ({max_length}) "
-            f"of the ALBERT config; shorten inputs (e.g. --max_seq_length)")
-
-
-class AlbertModel(keras.Model):
-    """The ALBERT encoder, exactly as the original computes it.
-
-    Call with a dict of int32 `input_ids`, `input_mask`, `segment_ids` ([B,S]);
-    returns `sequence_output` [B,S,H], `pooled_output` [B,H], `embedding_output`
-    [B,S,H] (the encoder input, after the E->H projection) and `encoder_outputs`
-    (one [B,S,H] per inner block per layer, the original's all_encoder_layers).
-    """
-
-    def __init__(self, config: AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
-        kwargs.setdefault("name", "albert")
-        super().__init__(**kwargs)
-        self.config = config
-        self.embeddings = AlbertEmbeddings(config, use_one_hot_embeddings, name="embeddings")
-        # The original creates this projection only when E != H.
-        self.embedding_hidden_mapping_in = (
-            dense(config.hidden_size, config, "embedding_hidden_mapping_in")
-            if config.embedding_size != config.hidden_size else None)
-        # groups[g][i]: inner block i of group g; shared by all layers using group g.
-        self.groups = [
-            [TransformerBlock(config, name=f"group_{g}_inner_group_{i}") for i in range(config.inner_group_num)]
-            for g in range(config.num_hidden_groups)
-        ]
-        self.pooler = dense(config.hidden_size, config, "pooler", "tanh")
-
-    def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, Any]:
-        check_inputs(inputs, ENCODER_INPUTS, self.config.max_position_embeddings)
-        input_ids = tf.cast(inputs["input_ids"], tf.int32)
-        segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
-        mask = tf.cast(inputs["input_mask"], tf.float32)
-        tf.debugging.assert_less_equal(
-            tf.shape(input_ids)[1], self.config.max_position_embeddings,
-            message="sequence length exceeds max_position_embeddings of the ALBERT config")
-
-        x = self.embeddings(input_ids, segment_ids, training=training)
-        if self.embedding_hidden_mapping_in is not None:
-            x = tf.cast(self.embedding_hidden_mapping_in(x), tf.float32)
-        embedding_output = x
-        # (1 - mask) * -10000 on the key axis, broadcast over heads and queries.
-        attention_adder = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -10000.0
-
-        encoder_outputs = []
-        layers, groups = self.config.num_hidden_layers, self.config.num_hidden_groups
-        for layer_index in range(layers):
-            for block in self.groups[group_of_layer(layer_index, layers, groups)]:
-                x = block(x, attention_adder, training=training)
-                encoder_outputs.append(x)
-        pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
-        return {
-            "sequence_output": x,
-            "pooled_output": pooled,
-            "embedding_output": embedding_output,
-            "encoder_outputs": encoder_outputs,
-        }
-
-    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
-        ids = tf.zeros([batch_size, seq_length], tf.int32)
-        return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": ids}
-
-    def get_config(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict()}
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, as_encoder, check_inputs
+from albert_tf.modeling.heads import MaskedLMHead, OutputProjection
 
 
 class AlbertPretrainer(keras.Model):
@@ -108,25 +18,24 @@ class AlbertPretrainer(keras.Model):
     [B,P,V] and `sop_logits` [B,2] (float32). The encoder is `.encoder`.
     """
 
-    def __init__(self, config: AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
+    def __init__(self, encoder: AlbertModel | AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
         super().__init__(**kwargs)
-        self.config = config
-        self.encoder = AlbertModel(config, use_one_hot_embeddings)
-        self._ensure_built(self.encoder)
-        embeddings = self.encoder.embeddings
-        self.masked_lm = MaskedLMHead(config, lambda: embeddings.word_embeddings, name="predictions")
-        self.sentence_order = SentenceOrderHead(config, name="seq_relationship")
-
-    @staticmethod
-    def _ensure_built(encoder: AlbertModel) -> None:
-        encoder(encoder.dummy_inputs())
+        if isinstance(encoder, AlbertConfig):
+            encoder = AlbertModel(encoder, use_one_hot_embeddings)
+        self.encoder = as_encoder(encoder)
+        self.config = config = self.encoder.config
+        build(self.encoder)
+        self.masked_lm = MaskedLMHead(config.vocab_size, config.embedding_size, config.hidden_act,
+                                      config.initializer_range, name="predictions")
+        self.sentence_order = OutputProjection(2, config.initializer_range, name="seq_relationship")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, Any]:
         check_inputs(inputs, ENCODER_INPUTS + ("masked_lm_positions",), self.config.max_position_embeddings)
         outputs = dict(self.encoder(inputs, training=training))
         positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
-        outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], positions)
+        outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], positions,
+                                               self.encoder.embeddings.word_embeddings)
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
         return outputs
 
@@ -136,7 +45,12 @@ class AlbertPretrainer(keras.Model):
         return inputs
 
     def get_config(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict()}
+        return {"name": self.name, "encoder": self.encoder.get_config()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "AlbertPretrainer":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
 def build(model: keras.Model) -> keras.Model:

@@ -1,22 +1,19 @@
 """SQuAD heads and losses, as ALBERT's ``squad_utils.create_v1_model`` / ``create_v2_model``.
 
-- ``SquadV1Head``: start/end logits = sequence_output · ``output_weights``ᵀ +
-  ``output_bias`` (TF1 ``cls/squad/output_weights`` [2,H], ``cls/squad/output_bias``).
-  Loss: mean over the batch of (CE(start) + CE(end)) / 2.
+- SQuAD 1.1: start/end logits = sequence_output · ``output_weights``ᵀ +
+  ``output_bias``, the shared ``modeling.heads.OutputProjection`` with 2 units on every
+  position. Loss: mean over the batch of (CE(start) + CE(end)) / 2.
 - ``SquadV2Head`` (XLNet style): start logits = dense(1), masked by ``p_mask``
   (``x·(1-p) - 1e30·p``); end logits from concat(h, h_start) → dense H tanh →
   LayerNorm → dense 1, masked, with the ground-truth start in training and a
   beam of ``start_n_top`` starts × ``end_n_top`` ends at inference; answer
   verifier on concat(Σ softmax(start)·h, h_[CLS]) → dense H tanh → dropout →
   dense 1 without bias = ``cls_logits``. Loss: (CE(start) + CE(end)) / 2 +
-  0.5 · sigmoid-CE(is_impossible, cls_logits). TF1 names: ``start_logits/dense``,
-  ``end_logits/dense_0`` [2H,H], ``end_logits/LayerNorm``, ``end_logits/dense_1``,
-  ``answer_class/dense_0`` [2H,H], ``answer_class/dense_1`` [H,1].
+  0.5 · sigmoid-CE(is_impossible, cls_logits).
 
 Heads compute in float32 under mixed precision (logits, masks at -1e30 and
-log-softmaxes need it). Models: ``SquadV1Model`` / ``SquadV2Model`` wrap an
-``AlbertModel`` as ``.encoder`` and give their head's TF1 names through
-``tf1_head_variables()`` to the checkpoint name table.
+log-softmaxes need it). Models: ``SquadV1Model`` / ``SquadV2Model`` are handed an
+``AlbertModel`` (``.encoder``); their TF1 names are in ``albert_tf.weights.names``.
 """
 from __future__ import annotations
 
@@ -26,45 +23,20 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.layers import LayerNorm, initializer
-from albert_tf.modeling.models import AlbertModel
-from albert_tf.training.randomness import StatelessDropout
+from albert_tf.modeling.dropout import StatelessDropout
+from albert_tf.modeling.encoder import AlbertModel, as_encoder
+from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.layers import LayerNorm, dense
 
 NEG_INF = 1e30  # the original's mask value
 
 
-def _dense(units: int, config: AlbertConfig, name: str, activation=None, use_bias: bool = True):
-    return keras.layers.Dense(units, activation=activation, use_bias=use_bias,
-                              kernel_initializer=initializer(config), name=name, dtype="float32")
+def _dense(units: int, initializer_range: float, name: str, activation=None, use_bias: bool = True):
+    return dense(units, initializer_range, name, activation, use_bias, dtype="float32")
 
 
 def _mask(logits: tf.Tensor, p_mask: tf.Tensor) -> tf.Tensor:
     return logits * (1.0 - p_mask) - NEG_INF * p_mask
-
-
-class SquadV1Head(keras.layers.Layer):
-    """Linear span head: [B,S,H] -> start_logits, end_logits [B,S] (float32)."""
-
-    def __init__(self, config: AlbertConfig, **kwargs):
-        kwargs["dtype"] = "float32"
-        super().__init__(**kwargs)
-        self.config = config
-
-    def build(self, input_shape):
-        hidden = int(input_shape[-1])
-        self.output_weights = self.add_weight(
-            "output_weights", shape=[2, hidden], initializer=initializer(self.config), dtype=tf.float32)
-        self.output_bias = self.add_weight("output_bias", shape=[2], initializer="zeros", dtype=tf.float32)
-        super().build(input_shape)
-
-    def call(self, sequence_output):
-        logits = tf.einsum("bsh,nh->bsn", tf.cast(sequence_output, tf.float32), self.output_weights)
-        logits += self.output_bias
-        return logits[..., 0], logits[..., 1]
-
-    def tf1_variables(self) -> dict[str, tf.Variable]:
-        return {"cls/squad/output_weights": self.output_weights,
-                "cls/squad/output_bias": self.output_bias}
 
 
 class SquadV2Head(keras.layers.Layer):
@@ -78,23 +50,27 @@ class SquadV2Head(keras.layers.Layer):
     end j at column i*end_n_top + j) and ``cls_logits``.
     """
 
-    def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
-                 dropout_prob: float = 0.1, **kwargs):
+    def __init__(self, hidden_size: int, initializer_range: float = 0.02, start_n_top: int = 5,
+                 end_n_top: int = 5, dropout_prob: float = 0.1, **kwargs):
         kwargs["dtype"] = "float32"
         super().__init__(**kwargs)
         if start_n_top < 1 or end_n_top < 1:
             raise ValueError(f"start_n_top and end_n_top must be >= 1, got {start_n_top}, {end_n_top}")
-        self.config = config
-        self.start_n_top, self.end_n_top = start_n_top, end_n_top
-        hidden = config.hidden_size
-        self.start_dense = _dense(1, config, "start_logits_dense")
-        self.end_dense_0 = _dense(hidden, config, "end_logits_dense_0", activation=tf.tanh)
+        self.hidden_size, self.initializer_range = hidden_size, initializer_range
+        self.start_n_top, self.end_n_top, self.dropout_prob = start_n_top, end_n_top, dropout_prob
+        self.start_dense = _dense(1, initializer_range, "start_logits_dense")
+        self.end_dense_0 = _dense(hidden_size, initializer_range, "end_logits_dense_0", activation="tanh")
         self.end_layer_norm = LayerNorm(name="end_logits_LayerNorm")
-        self.end_dense_1 = _dense(1, config, "end_logits_dense_1")
-        self.answer_dense_0 = _dense(hidden, config, "answer_class_dense_0", activation=tf.tanh)
+        self.end_dense_1 = _dense(1, initializer_range, "end_logits_dense_1")
+        self.answer_dense_0 = _dense(hidden_size, initializer_range, "answer_class_dense_0", activation="tanh")
         # Stateless like the encoder's dropout (exact resume), and float32 like the head.
         self.answer_dropout = StatelessDropout(dropout_prob, name="answer_class_dropout", dtype="float32")
-        self.answer_dense_1 = _dense(1, config, "answer_class_dense_1", use_bias=False)
+        self.answer_dense_1 = _dense(1, initializer_range, "answer_class_dense_1", use_bias=False)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range, "start_n_top": self.start_n_top,
+                "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob}
 
     def _end_logits(self, hidden: tf.Tensor, start_features: tf.Tensor) -> tf.Tensor:
         """hidden [..., S, H], start_features broadcastable to it -> end logits [..., S]."""
@@ -136,22 +112,6 @@ class SquadV2Head(keras.layers.Layer):
         outputs["cls_logits"] = tf.squeeze(self.answer_dense_1(x), -1)
         return outputs
 
-    def tf1_variables(self) -> dict[str, tf.Variable]:
-        def dense(prefix, layer):
-            names = {f"{prefix}/kernel": layer.kernel}
-            if layer.use_bias:
-                names[f"{prefix}/bias"] = layer.bias
-            return names
-        return {
-            **dense("start_logits/dense", self.start_dense),
-            **dense("end_logits/dense_0", self.end_dense_0),
-            "end_logits/LayerNorm/gamma": self.end_layer_norm.gamma,
-            "end_logits/LayerNorm/beta": self.end_layer_norm.beta,
-            **dense("end_logits/dense_1", self.end_dense_1),
-            **dense("answer_class/dense_0", self.answer_dense_0),
-            **dense("answer_class/dense_1", self.answer_dense_1),
-        }
-
 
 # --- losses -------------------------------------------------------------------
 
@@ -186,35 +146,37 @@ def squad_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf.Tenso
 # --- models -------------------------------------------------------------------
 
 class SquadV1Model(keras.Model):
-    """ALBERT + linear span head. Inputs: int32 ``input_ids``, ``input_mask``,
+    """An encoder + linear span head. Inputs: int32 ``input_ids``, ``input_mask``,
     ``segment_ids`` [B,S]. Outputs: float32 ``start_logits``, ``end_logits`` [B,S]."""
 
     version_2 = False
 
-    def __init__(self, config: AlbertConfig, **kwargs):
+    def __init__(self, encoder: AlbertModel | AlbertConfig, **kwargs):
         kwargs.setdefault("name", "squad_v1")
         super().__init__(**kwargs)
-        self.config = config
-        self.encoder = AlbertModel(config)
-        self.head = SquadV1Head(config, name="squad")
+        self.encoder = as_encoder(encoder)
+        self.config = self.encoder.config
+        self.head = OutputProjection(2, self.config.initializer_range, name="squad")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         sequence = self.encoder(inputs, training=training)["sequence_output"]
-        start_logits, end_logits = self.head(sequence)
-        return {"start_logits": start_logits, "end_logits": end_logits}
-
-    def tf1_head_variables(self) -> dict[str, tf.Variable]:
-        return self.head.tf1_variables()
+        logits = self.head(sequence)
+        return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
         return self.encoder.dummy_inputs(batch_size, seq_length)
 
     def get_config(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict()}
+        return {"name": self.name, "encoder": self.encoder.get_config()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "SquadV1Model":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
 class SquadV2Model(keras.Model):
-    """ALBERT + XLNet-style head. Inputs add int32 ``p_mask`` [B,S]. With a
+    """An encoder + XLNet-style head. Inputs add int32 ``p_mask`` [B,S]. With a
     ``start_positions`` input (training features) the end logits are conditioned
     on it and the outputs are log-probs, so the loss is defined in training and
     evaluation alike; without it (prediction features) the outputs are the beam
@@ -222,14 +184,15 @@ class SquadV2Model(keras.Model):
 
     version_2 = True
 
-    def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
+    def __init__(self, encoder: AlbertModel | AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
                  dropout_prob: float = 0.1, **kwargs):
         kwargs.setdefault("name", "squad_v2")
         super().__init__(**kwargs)
-        self.config = config
+        self.encoder = as_encoder(encoder)
+        self.config = self.encoder.config
         self.start_n_top, self.end_n_top, self.dropout_prob = start_n_top, end_n_top, dropout_prob
-        self.encoder = AlbertModel(config)
-        self.head = SquadV2Head(config, start_n_top, end_n_top, dropout_prob, name="squad_v2_head")
+        self.head = SquadV2Head(self.config.hidden_size, self.config.initializer_range, start_n_top, end_n_top,
+                                dropout_prob, name="squad_v2_head")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         if "p_mask" not in inputs:
@@ -237,27 +200,29 @@ class SquadV2Model(keras.Model):
         sequence = self.encoder(inputs, training=training)["sequence_output"]
         return self.head(sequence, inputs["p_mask"], inputs.get("start_positions"), training=training)
 
-    def tf1_head_variables(self) -> dict[str, tf.Variable]:
-        return self.head.tf1_variables()
-
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
         inputs = self.encoder.dummy_inputs(batch_size, seq_length)
         inputs["p_mask"] = tf.zeros([batch_size, seq_length], tf.int32)
         return inputs
 
     def get_config(self) -> dict[str, Any]:
-        return {"config": self.config.to_dict(), "start_n_top": self.start_n_top,
+        return {"name": self.name, "encoder": self.encoder.get_config(), "start_n_top": self.start_n_top,
                 "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "SquadV2Model":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
 def build_squad_model(config: AlbertConfig, version_2: bool, start_n_top: int = 5,
                       end_n_top: int = 5, dropout_prob: float = 0.1) -> keras.Model:
     """A built (variables created) SQuAD model for 1.1 or 2.0."""
     if version_2:
-        model = SquadV2Model(config, start_n_top, end_n_top, dropout_prob)
+        model = SquadV2Model(AlbertModel(config), start_n_top, end_n_top, dropout_prob)
         seq = max(8, start_n_top, end_n_top)  # the beam needs at least k positions
         model(model.dummy_inputs(seq_length=seq))
     else:
-        model = SquadV1Model(config)
+        model = SquadV1Model(AlbertModel(config))
         model(model.dummy_inputs())
     return model

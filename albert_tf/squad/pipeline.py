@@ -2,14 +2,16 @@
 
 ``run_squad.py`` parses flags and calls ``train`` and ``predict`` here:
 
-- ``train``: cached training features -> ``albert_tf.training.Trainer`` (resume,
-  checkpoints, distribution, precision, XLA are the loop's) with the original's
-  step count ``int(num_examples / train_batch_size * num_train_epochs)`` and
-  AdamW on the warmup + linear-decay schedule.
+- ``train``: cached training features (``training_features``) ->
+  ``albert_tf.training.Trainer`` (resume, checkpoints, distribution, precision, XLA
+  are the loop's); the driver sets the original's step count
+  ``int(num_examples / train_batch_size * num_train_epochs)`` (``num_train_steps``)
+  and the optimizer.
 - ``predict``: cached prediction features -> one pass of the model over every
-  feature -> ``postprocess`` -> predictions.json, nbest_predictions.json,
-  null_odds.json (2.0) and, when the file has gold answers, eval_results.txt.
-  It runs once and returns: nothing waits for new checkpoints.
+  feature (the one evaluation path, ``albert_tf.training.evaluation``) ->
+  ``postprocess`` -> predictions.json, nbest_predictions.json, null_odds.json (2.0)
+  and, when the file has gold answers, eval_results.txt. It runs once and returns:
+  nothing waits for new checkpoints.
 """
 from __future__ import annotations
 
@@ -22,11 +24,12 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.fileio import atomic_write_text
 from albert_tf.keras import keras
+from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.squad import data, heads, postprocess, records
-
-EVAL_RESULTS_FILE = "eval_results.txt"
+from albert_tf.training.evaluation import BatchRunner
+from albert_tf.training.loop import TrainConfig
+from albert_tf.training.results import EVAL_RESULTS_FILE, write_eval_results
 
 
 @dataclasses.dataclass
@@ -49,8 +52,8 @@ class SquadSettings:
 
 def new_model(config: AlbertConfig, s: SquadSettings) -> keras.Model:
     if s.version_2:
-        return heads.SquadV2Model(config, s.start_n_top, s.end_n_top, s.dropout_prob)
-    return heads.SquadV1Model(config)
+        return heads.SquadV2Model(AlbertModel(config), s.start_n_top, s.end_n_top, s.dropout_prob)
+    return heads.SquadV1Model(AlbertModel(config))
 
 
 def loss_fn(version_2: bool) -> Callable:
@@ -66,32 +69,30 @@ def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: 
     return max(1, int(num_examples / train_batch_size * num_train_epochs))
 
 
-def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
-          train_file: str, train_feature_file: str, output_dir: str, *,
-          train_batch_size: int = 32, learning_rate: float = 5e-5, num_train_epochs: float = 3.0,
-          warmup_proportion: float = 0.1, optimizer: str = "adamw",
-          init_checkpoint: str | None = None, train_config_overrides: dict | None = None):
-    """Fine-tunes; returns the Trainer (its ``.model`` holds the final weights)."""
-    from albert_tf.checkpoints import load_checkpoint
-    from albert_tf.training import (Task, TrainConfig, Trainer, create_optimizer,
-                                    make_tfrecord_dataset)
-
-    cached = records.build_or_load(
+def training_features(s: SquadSettings, train_file: str, train_feature_file: str) -> records.CachedFeatures:
+    """The cached training features (built on first use); their example count sets the steps."""
+    return records.build_or_load(
         train_file, train_feature_file, s.spm_model_file, s.max_seq_length, s.doc_stride,
         s.max_query_length, is_training=True, do_lower_case=s.do_lower_case)
-    steps = num_train_steps(cached.num_examples, train_batch_size, num_train_epochs)
-    warmup = int(steps * warmup_proportion)
-    overrides = dict(train_config_overrides or {})
-    seed = overrides.get("seed", TrainConfig.seed)  # the loop's default, one place
-    logging.info("SQuAD training: %d examples, %d features, batch %d, %d steps (%d warmup)",
-                 cached.num_examples, cached.num_features, train_batch_size, steps, warmup)
+
+
+def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
+          cached: records.CachedFeatures, train_config: TrainConfig, optimizer_fn: Callable,
+          init_checkpoint: str | None = None):
+    """Fine-tunes on ``training_features``; returns the Trainer (its ``.model`` holds the final weights)."""
+    from albert_tf.training import Task, Trainer, make_tfrecord_dataset
+    from albert_tf.weights import load_checkpoint
+
+    batch = train_config.train_batch_size
+    logging.info("SQuAD training: %d examples, %d features, batch %d, %d steps",
+                 cached.num_examples, cached.num_features, batch, train_config.num_train_steps)
 
     def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return make_tfrecord_dataset(
             cached.record_file,
             lambda r: records.decode_record(r, s.max_seq_length, True),
-            ctx.get_per_replica_batch_size(train_batch_size), is_training=True,
-            input_context=ctx, seed=seed, shuffle_buffer_size=100, shard_mode="records")
+            ctx.get_per_replica_batch_size(batch), is_training=True,
+            input_context=ctx, seed=train_config.seed, shuffle_buffer_size=100, shard_mode="records")
 
     def init_fn(model):
         if init_checkpoint:
@@ -100,12 +101,7 @@ def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strate
 
     task = Task(build_model=lambda: new_model(config, s), loss_fn=loss_fn(s.version_2),
                 train_dataset_fn=dataset_fn, init_fn=init_fn)
-    train_config = TrainConfig(output_dir=output_dir, num_train_steps=steps,
-                               train_batch_size=train_batch_size, **overrides)
-    trainer = Trainer(
-        task, strategy,
-        lambda: create_optimizer(learning_rate, steps, warmup, optimizer=optimizer),
-        train_config)
+    trainer = Trainer(task, strategy, optimizer_fn, train_config)
     trainer.train()
     return trainer
 
@@ -124,8 +120,8 @@ def predict_weights_source(output_dir: str, init_checkpoint: str | None) -> str:
 
 def load_for_prediction(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
                         checkpoint: str) -> keras.Model:
-    from albert_tf.checkpoints import load_checkpoint
-    from albert_tf.checkpoints.loading import CheckpointError
+    from albert_tf.weights import load_checkpoint
+    from albert_tf.weights.loading import CheckpointError
 
     with strategy.scope():
         model = new_model(config, s)
@@ -143,26 +139,22 @@ def load_for_prediction(config: AlbertConfig, s: SquadSettings, strategy: tf.dis
 def run_model(model: keras.Model, cached: records.CachedFeatures, batch_size: int,
               version_2: bool) -> dict[int, object]:
     """The model's raw outputs for every prediction feature, by unique id."""
-    dataset = records.make_dataset(cached, batch_size)
-    spec = {k: v for k, v in dataset.element_spec.items() if k != "unique_ids"}
 
-    @tf.function(input_signature=[spec])  # one trace, whatever the last batch's size
-    def step(features):
-        return model(features, training=False)
+    def step(batch):
+        features = {k: v for k, v in batch.items() if k != "unique_ids"}
+        return {**model(features, training=False), "unique_ids": batch["unique_ids"]}
 
+    out = BatchRunner(step).gather(records.make_dataset(cached, batch_size))
     results: dict[int, object] = {}
-    for batch in dataset:
-        unique_ids = batch.pop("unique_ids").numpy()
-        out = {k: v.numpy() for k, v in step(batch).items()}
-        for i, uid in enumerate(unique_ids):
-            uid = int(uid)
-            if version_2:
-                results[uid] = postprocess.RawResultV2(
-                    uid, out["start_top_log_probs"][i], out["start_top_index"][i],
-                    out["end_top_log_probs"][i], out["end_top_index"][i], float(out["cls_logits"][i]))
-            else:
-                results[uid] = postprocess.RawResultV1(
-                    uid, out["start_logits"][i].astype(np.float64), out["end_logits"][i].astype(np.float64))
+    for i, uid in enumerate(out.get("unique_ids", ())):
+        uid = int(uid)
+        if version_2:
+            results[uid] = postprocess.RawResultV2(
+                uid, out["start_top_log_probs"][i], out["start_top_index"][i],
+                out["end_top_log_probs"][i], out["end_top_index"][i], float(out["cls_logits"][i]))
+        else:
+            results[uid] = postprocess.RawResultV1(
+                uid, out["start_logits"][i].astype(np.float64), out["end_logits"][i].astype(np.float64))
     if len(results) != cached.num_features:
         raise RuntimeError(f"model produced {len(results)} outputs for {cached.num_features} features")
     return results
@@ -202,6 +194,5 @@ def predict(model: keras.Model, s: SquadSettings, predict_file: str, predict_fea
         for path in postprocess.write_prediction_files(output_dir, answers):
             logging.info("Wrote %s", path)
         if metrics is not None:
-            atomic_write_text(os.path.join(output_dir, EVAL_RESULTS_FILE),
-                                      postprocess.format_eval_results(metrics))
+            write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE), metrics, postprocess.RESULTS_LAYOUT)
     return answers, metrics

@@ -36,6 +36,7 @@ import numpy as np
 from albert_tf.squad.data import SquadExample
 from albert_tf.fileio import atomic_write_text
 from albert_tf.squad.records import FeatureMeta
+from albert_tf.training.results import ResultsLayout
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -219,6 +220,12 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
 
 
 TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
+# eval_results.txt: the evaluator's keys in its order (the original's); for 2.0 the
+# thresholds tuned on the evaluated data come last under a comment saying so.
+RESULTS_LAYOUT = ResultsLayout(
+    sort_keys=False, append=False, tuned_keys=TUNED_KEYS,
+    tuned_comment="# tuned on this data (optimistic): the best null threshold chosen on the questions it is "
+                  "scored on; use --null_score_diff_threshold for new data")
 
 
 def evaluate_predictions(dataset: dict, result: SquadPredictions,
@@ -233,17 +240,3 @@ def evaluate_predictions(dataset: dict, result: SquadPredictions,
                                 na_prob_thresh=null_score_diff_threshold, version="2.0")
     metrics["null_score_diff_threshold"] = null_score_diff_threshold
     return metrics
-
-
-def format_eval_results(metrics: Mapping[str, object]) -> str:
-    """eval_results.txt: ``key = value`` lines (the original's format); for 2.0 the
-    thresholds tuned on the evaluated data come last under a comment saying so."""
-    plain = [k for k in metrics if k not in TUNED_KEYS]
-    lines = [f"{k} = {metrics[k]!r}" if isinstance(metrics[k], float) else f"{k} = {metrics[k]}"
-             for k in plain]
-    tuned = [k for k in TUNED_KEYS if k in metrics]
-    if tuned:
-        lines.append("# tuned on this data (optimistic): the best null threshold chosen on the "
-                     "questions it is scored on; use --null_score_diff_threshold for new data")
-        lines += [f"{k} = {metrics[k]!r}" for k in tuned]
-    return "\n".join(lines) + "\n"

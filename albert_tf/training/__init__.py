@@ -1,50 +1,45 @@
-"""Training machinery shared by every driver: optimizers, schedule, strategies, input, the loop.
+"""Training machinery shared by every driver: the loop, its checkpoint policy, the one
+evaluation path, optimizers, schedule, strategies, input pipelines and flags.
 
-Importing this package builds nothing; see ``loop.Trainer`` for the entry point.
+Names are imported lazily (as ``albert_tf`` does), so that light modules such as
+``training.results`` load no TensorFlow; see ``loop.Trainer`` for the entry point.
 """
-from albert_tf.training.checkpointing import BestCheckpointKeeper, write_eval_results
-from albert_tf.training.data import expand_file_patterns, make_tfrecord_dataset
-from albert_tf.training.distribution import (
-    create_strategy,
-    define_flags,
-    set_mixed_precision,
-    split_cpu_into_logical_devices,
-    strategy_from_flags,
-    worker_info,
-)
-from albert_tf.training.loop import (
-    NonFiniteLossError,
-    Task,
-    TrainConfig,
-    Trainer,
-    TrainingInterrupted,
-    TrainResult,
-)
-from albert_tf.training.optimizers import LAMB, AdamWeightDecay, create_optimizer
-from albert_tf.training.randomness import StatelessDropout, dropout_seed_scope
-from albert_tf.training.schedule import AlbertLearningRateSchedule
+import importlib
+from typing import Any
 
-__all__ = [
-    "AdamWeightDecay",
-    "AlbertLearningRateSchedule",
-    "BestCheckpointKeeper",
-    "LAMB",
-    "NonFiniteLossError",
-    "StatelessDropout",
-    "Task",
-    "TrainConfig",
-    "TrainResult",
-    "Trainer",
-    "TrainingInterrupted",
-    "create_optimizer",
-    "create_strategy",
-    "define_flags",
-    "dropout_seed_scope",
-    "expand_file_patterns",
-    "make_tfrecord_dataset",
-    "set_mixed_precision",
-    "split_cpu_into_logical_devices",
-    "strategy_from_flags",
-    "worker_info",
-    "write_eval_results",
-]
+_PUBLIC = {
+    "AdamWeightDecay": "albert_tf.training.optimizers",
+    "AlbertLearningRateSchedule": "albert_tf.training.schedule",
+    "BatchRunner": "albert_tf.training.evaluation",
+    "BestCheckpointKeeper": "albert_tf.training.checkpoint_policy",
+    "CheckpointEvaluator": "albert_tf.training.checkpoint_policy",
+    "LAMB": "albert_tf.training.optimizers",
+    "NonFiniteLossError": "albert_tf.training.loop",
+    "ResultsLayout": "albert_tf.training.results",
+    "StatelessDropout": "albert_tf.modeling.dropout",  # what task models drop with
+    "Task": "albert_tf.training.loop",
+    "TrainConfig": "albert_tf.training.loop",
+    "TrainResult": "albert_tf.training.loop",
+    "Trainer": "albert_tf.training.loop",
+    "TrainingInterrupted": "albert_tf.training.signals",
+    "create_optimizer": "albert_tf.training.optimizers",
+    "create_strategy": "albert_tf.training.distribution",
+    "define_flags": "albert_tf.training.flags",
+    "dropout_seed_scope": "albert_tf.modeling.dropout",
+    "expand_file_patterns": "albert_tf.training.data",
+    "make_tfrecord_dataset": "albert_tf.training.data",
+    "set_mixed_precision": "albert_tf.training.distribution",
+    "split_cpu_into_logical_devices": "albert_tf.training.distribution",
+    "strategy_from_flags": "albert_tf.training.flags",
+    "train_config_from_flags": "albert_tf.training.flags",
+    "worker_info": "albert_tf.training.distribution",
+    "write_eval_results": "albert_tf.training.results",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'albert_tf.training' has no attribute {name!r}")

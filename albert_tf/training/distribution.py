@@ -1,4 +1,4 @@
-"""Strategy, precision and worker identity from the drivers' flags.
+"""Strategy, precision and worker identity (the flags that choose them: ``training.flags``).
 
 ``--distribution_strategy``:
 - ``one_device``: the first GPU if there is one, else the CPU.
@@ -22,7 +22,7 @@ import json
 import os
 
 import tensorflow as tf
-from absl import flags, logging
+from absl import logging
 
 from albert_tf.keras import keras
 
@@ -159,50 +159,3 @@ def worker_info(strategy: tf.distribute.Strategy) -> WorkerInfo:
 def make_tf_config(worker_addresses: list[str], index: int) -> str:
     """The TF_CONFIG value for worker ``index`` of a job of ``worker_addresses`` (host:port)."""
     return json.dumps({"cluster": {"worker": list(worker_addresses)}, "task": {"type": "worker", "index": index}})
-
-
-# ---- flags shared by run_pretraining.py, run_classifier.py and run_squad.py ----
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines the distribution/precision/TPU flags (skips any the driver already defined)."""
-
-    def define(kind, name, default, help_text, enum_values=None):
-        if name in flag_values:
-            return
-        if kind == "enum":
-            flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
-        else:
-            getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
-
-    define("enum", "distribution_strategy", "one_device", "How to spread training over devices.",
-           enum_values=list(STRATEGIES))
-    define("integer", "num_gpus", 0, "GPUs for --distribution_strategy=mirrored (0 = all visible; "
-           "without GPUs, N > 1 splits the CPU into N logical devices).")
-    define("enum", "mixed_precision", "none", "Compute precision: none (float32), bf16, or fp16 "
-           "(with dynamic loss scaling).", enum_values=list(PRECISIONS))
-    define("bool", "enable_xla", False, "Compile the forward/backward step with XLA.")
-    define("integer", "gradient_accumulation_steps", 1, "Split each batch into this many micro-batches "
-           "and apply one update with their mean gradient (the same update as the whole batch).")
-    define("integer", "log_steps", 100, "Print a progress line and write summaries every this many steps.")
-    define("integer", "seed", 12345, "Seed for initialization, data shuffling and dropout.")
-    define("bool", "use_tpu", False, "Whether to use TPU (implies --distribution_strategy=tpu).")
-    define("string", "tpu_name", None, "The Cloud TPU to use: a name or grpc://ip.address.of.tpu:8470.")
-    define("string", "tpu_zone", None, "GCE zone of the Cloud TPU (detected when possible).")
-    define("string", "gcp_project", None, "GCP project of the Cloud TPU (detected when possible).")
-    define("string", "master", None, "TensorFlow master URL (used as the TPU address if --tpu_name is unset).")
-    define("integer", "num_tpu_cores", 8, "Kept for compatibility: TPUStrategy finds the cores itself.")
-
-
-def strategy_from_flags(flag_values=None) -> tf.distribute.Strategy:
-    """Sets the precision policy and builds the strategy from ``define_flags()``'s flags."""
-    f = flag_values or flags.FLAGS
-    set_mixed_precision(f.mixed_precision)
-    return create_strategy(
-        distribution_strategy=f.distribution_strategy,
-        num_gpus=f.num_gpus,
-        use_tpu=f.use_tpu,
-        tpu_name=f.tpu_name,
-        tpu_zone=f.tpu_zone,
-        gcp_project=f.gcp_project,
-        master=f.master,
-    )

@@ -5,8 +5,13 @@ make the datasets, optionally initialize from a checkpoint) and hands it with an
 optimizer factory and a ``TrainConfig`` to a ``Trainer``:
 
     trainer = Trainer(task, strategy, optimizer_fn, config)
+    trainer.add_save_hook(evaluator.after_save)   # e.g. evaluate each checkpoint
     trainer.train()                     # resumes from output_dir if it holds a checkpoint
     results = trainer.evaluate(max_eval_steps=100)
+
+This module is the step and its loop; when to save, what to keep and how to resume
+are ``checkpoint_policy``'s, the scalars ``summaries``', signals ``signals``', and
+evaluation runs through ``evaluation.BatchRunner``.
 
 How a step runs: each replica takes its per-replica batch, splits it into
 ``gradient_accumulation_steps`` micro-batches and sums their gradients (one
@@ -17,7 +22,7 @@ applies the optimizer.
 One-device semantics on every topology: the same flags and data give the same
 weights on one device, N replicas, N workers or with gradient accumulation.  The
 global batch of a step is the same on all of them (``data.py``), dropout masks are
-keyed by an example's position in it (``randomness.py``), and a loss normalized by
+keyed by an example's position in it (``albert_tf.modeling.dropout``), and a loss normalized by
 a data-dependent count (the MLM loss's ``sum(w)``) is normalized by the global count:
 the task's ``loss_denominators_fn`` gives the counts, the loop all-reduces them before
 the forward pass, and each micro-batch's loss is its share of the global loss.
@@ -27,7 +32,7 @@ cut short at log/save boundaries.
 Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
 count, fp16 loss scale) and ``global_step``; each worker also saves its input
 iterator's position with the topology it was saved under; dropout masks are a
-function of (seed, step, example position) — see ``randomness.py``.  Resuming on
+function of (seed, step, example position) — see ``albert_tf.modeling.dropout``.  Resuming on
 another topology fast-forwards the input stream by ``global_step`` global batches
 instead.  SIGTERM/SIGINT stop the run after the current step with a
 checkpoint and exit code 0.  A NaN/Inf loss stops it with ``NonFiniteLossError``
@@ -36,22 +41,23 @@ naming the step and writes no checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import signal
-import threading
 import time
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
+from albert_tf.errors import RunError
 from albert_tf.keras import keras
-from albert_tf.training import checkpointing
+from albert_tf.modeling.dropout import dropout_seed_scope
+from albert_tf.training.checkpoint_policy import CheckpointPolicy
 from albert_tf.training.data import TrainInputContext
 from albert_tf.training.distribution import worker_info
-from albert_tf.training.randomness import dropout_seed_scope, step_seed
+from albert_tf.training.evaluation import BatchRunner
+from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly
+from albert_tf.training.summaries import LazySummaryWriter, format_duration, write_scalar_summary, write_scalars
+from albert_tf.weights import files
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 # A metric is a scalar (averaged over batches) or a (numerator, denominator) pair whose
@@ -106,7 +112,7 @@ class TrainConfig:
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = 1.0
     enable_xla: bool = False
-    seed: int = 12345
+    seed: int = 12345  # the one default of --seed (training.flags reads it from here)
     handle_signals: bool = True
 
     def validate(self) -> None:
@@ -125,85 +131,15 @@ class TrainResult:
     logs: dict[str, float]
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(RunError):
     """The loss (or gradient) became NaN/Inf; no checkpoint of that state was written."""
 
 
-class TrainingInterrupted(SystemExit):
-    """Raised after SIGTERM/SIGINT once a checkpoint is written; exits the process with 0."""
-
-    def __init__(self, message: str):
-        super().__init__(0)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class _StopSignals:
-    """Turns SIGTERM/SIGINT into a stop request (a second SIGINT aborts at once)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.received: str | None = None
-        self._previous: dict = {}
-
-    def _handle(self, signum, frame):
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
-        logging.warning("Received %s: stopping after the current step to write a checkpoint.", self.received)
-
-    def __enter__(self):
-        if self.enabled:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-# The key of the [workers, local replicas, global batch] an input position was saved under.
-_TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
-
-# TensorBoard's scalar plugin marker: lets us write scalars without the tensorboard package.
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
-
-
-def write_scalar_summary(name: str, value: float) -> None:
-    """``tf.summary.scalar`` without needing TensorBoard installed (same event format)."""
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
-
-
-class _LazySummaryWriter:
-    """Creates the event file at the first summary, so that a run failing on its first
-    batch (bad data) leaves no file behind.  ``directory=None`` writes nothing."""
-
-    def __init__(self, directory: str | None):
-        self._directory = directory
-        self._writer = None
-
-    def as_default(self, step: int):
-        if self._writer is None:
-            self._writer = (tf.summary.create_file_writer(self._directory) if self._directory
-                            else tf.summary.create_noop_writer())
-        return self._writer.as_default(step=step)
-
-    def flush(self) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-
-
-def _format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+def step_seed(base_seed: int, step: tf.Tensor) -> tf.Tensor:
+    """The seed of every forward pass of one training step (all replicas and micro-batches:
+    examples are told apart by their position, see ``albert_tf.modeling.dropout``)."""
+    seed = tf.constant([base_seed, 0x5EED], tf.int64)
+    return tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
 
 
 def _scalar(value) -> tf.Tensor:
@@ -257,8 +193,11 @@ class Trainer:
         self._stop_flag = tf.Variable(0.0, trainable=False, name="stop_requested")
         self._metric_kinds: dict[str, bool] | None = None  # name -> is a (num, den) pair
         self._train_fn = None
-        self._eval_fns = None
+        self._eval_runner: BatchRunner | None = None
         self._last_saved_step: int | None = None
+        self.policy = CheckpointPolicy(config.output_dir, config.save_checkpoints_steps,
+                                       config.keep_checkpoint_max, self.worker, self._barrier)
+        self.save_hooks: list[Callable[[str], Any]] = []
 
     # ------------------------------------------------------------------ setup
     def _input_context(self, global_batches_to_skip: int = 0) -> TrainInputContext:
@@ -296,7 +235,7 @@ class Trainer:
             if isinstance(layer, keras.layers.Dropout) and layer.rate > 0:
                 logging.warning(
                     "Layer %s is a keras.layers.Dropout: its masks are not reproduced on resume. "
-                    "Use albert_tf.training.StatelessDropout for exact resume.", layer.name)
+                    "Use albert_tf.modeling.dropout.StatelessDropout for exact resume.", layer.name)
                 break
 
     def _metric_parts(self, metrics: Mapping[str, MetricValue]) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
@@ -424,38 +363,15 @@ class Trainer:
         return train_steps
 
     # ------------------------------------------------------------------ checkpoints
+    def add_save_hook(self, hook: Callable[[str], Any]) -> None:
+        """``hook(checkpoint_path)`` runs on every worker after each checkpoint ``train`` saves
+        (not after the save that a stop signal forces), while the model holds its weights."""
+        self.save_hooks.append(hook)
+
     def _latest_checkpoint(self) -> str | None:
-        output_dir = self.config.output_dir
-        if self.worker.is_chief:
-            checkpointing.remove_stale_temporaries(output_dir)
-        latest = tf.train.latest_checkpoint(output_dir)
+        latest = self.policy.latest()
         self._check_workers_see_the_same_checkpoint(latest)
         return latest
-
-    def _input_resume_plan(self, latest: str | None) -> tuple[int, str | None]:
-        """(global batches to skip, saved input position to restore) for resuming from ``latest``.
-
-        A position saved under this topology is restored as it is (instant); otherwise (another
-        worker/replica count or batch size, or none saved) the input stream is rebuilt and
-        fast-forwarded by the checkpoint's step count in global batches, which reads, but does
-        not parse, the records already trained on.
-        """
-        if latest is None:
-            return 0, None
-        prefix = checkpointing.input_state_prefix(latest, self.worker.worker_index)
-        saved = None
-        if tf.io.gfile.exists(prefix + ".index"):
-            names = {name for name, _ in tf.train.list_variables(prefix)}
-            if _TOPOLOGY_KEY in names:
-                saved = tf.train.load_variable(prefix, _TOPOLOGY_KEY).tolist()
-        if saved == self._topology:
-            return 0, prefix
-        step = int(tf.train.load_variable(latest, "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
-        logging.warning(
-            "%s: no input position saved for this topology (saved [workers, local replicas, batch] = %s, "
-            "this run %s): fast-forwarding the input by %d global batches of %d examples.",
-            latest, saved, self._topology, step, self.config.train_batch_size)
-        return step, None
 
     def _restore_or_initialize(self, latest: str | None, input_checkpoint: tf.train.Checkpoint,
                                input_prefix: str | None) -> str | None:
@@ -482,7 +398,7 @@ class Trainer:
         """Multi-worker: every worker must resume from the same step (shared output_dir)."""
         if self.worker.num_workers <= 1:
             return
-        step = -1 if latest is None else (checkpointing.step_of(latest) or 0)
+        step = -1 if latest is None else (files.step_of(latest) or 0)
         values = self.strategy.experimental_distribute_values_from_function(
             lambda ctx: tf.constant([step], tf.int64))
         steps = sorted(set(self.strategy.gather(values, axis=0).numpy().tolist()))
@@ -505,40 +421,10 @@ class Trainer:
         step = int(self.global_step.numpy())
         if not self._all_weights_finite():
             raise NonFiniteLossError(f"weights are NaN/Inf at step {step}: not writing a checkpoint")
-        output_dir = self.config.output_dir
-        prefix = checkpointing.checkpoint_prefix(output_dir, step)
-        if input_checkpoint is not None:
-            checkpointing.write_checkpoint_atomically(
-                input_checkpoint, checkpointing.input_state_prefix(prefix, self.worker.worker_index))
-        if self.worker.is_chief:
-            checkpointing.write_checkpoint_atomically(self.checkpoint, prefix)
-        else:
-            # Every worker takes part in writing (variables may need collectives to read);
-            # only the chief's copy is kept.
-            scratch = os.path.join(output_dir, f".tmp-worker{self.worker.worker_index}")
-            self.checkpoint.write(os.path.join(scratch, "model.ckpt"))
-            tf.io.gfile.rmtree(scratch)
-        self._barrier()
-        if self.worker.is_chief:
-            checkpointing.update_state_file(output_dir, prefix, self.config.keep_checkpoint_max)
-        else:
-            self._prune_own_input_states()
+        prefix = self.policy.save(step, self.checkpoint, input_checkpoint)
         self._last_saved_step = step
         logging.info("Saved checkpoint %s", prefix)
         return prefix
-
-    def _prune_own_input_states(self) -> None:
-        keep = self.config.keep_checkpoint_max
-        if keep <= 0:
-            return
-        suffix = f".input-{self.worker.worker_index}.index"
-        pattern = os.path.join(self.config.output_dir, f"{checkpointing.CHECKPOINT_BASENAME}-*{suffix}")
-        indexes = sorted(tf.io.gfile.glob(pattern),
-                         key=lambda f: checkpointing.step_of(f[: -len(suffix)]) or 0)
-        for index in indexes[:-keep]:
-            prefix = index[: -len(".index")]
-            for f in tf.io.gfile.glob(prefix + ".*"):
-                tf.io.gfile.remove(f)
 
     # ------------------------------------------------------------------ train
     def _check_batch_split(self) -> None:
@@ -567,28 +453,8 @@ class Trainer:
         cfg = self.config
         limits = [cfg.steps_per_loop, cfg.num_train_steps - step,
                   cfg.log_steps - step % cfg.log_steps,
-                  cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps]
+                  self.policy.steps_to_next_save(step)]
         return max(1, min(limits))
-
-    def _run_interruptibly(self, fn, *args, signals: _StopSignals):
-        """Runs ``fn`` in a thread so that the main thread can react to signals at once."""
-        result: dict = {}
-
-        def target():
-            try:
-                result["value"] = fn(*args)
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                result["error"] = e
-
-        thread = threading.Thread(target=target, name="albert_tf-train-steps", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            thread.join(timeout=0.2)
-            if signals.received and float(self._stop_flag.numpy()) == 0.0:
-                self._stop_flag.assign(1.0)
-        if "error" in result:
-            raise result["error"]
-        return result["value"]
 
     def train(self) -> TrainResult:
         """Trains to ``num_train_steps``, resuming from ``output_dir``'s latest checkpoint."""
@@ -598,7 +464,7 @@ class Trainer:
         tf.io.gfile.makedirs(cfg.output_dir)
         self._check_batch_split()
         latest = self._latest_checkpoint()
-        to_skip, input_prefix = self._input_resume_plan(latest)
+        to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology)
         dataset = self.task.train_dataset_fn(self._input_context(to_skip))
         self._check_train_batches(dataset.element_spec)
         self._ensure_built(dataset.element_spec)
@@ -614,17 +480,17 @@ class Trainer:
             return TrainResult(step, latest, {})
         if self._train_fn is None:
             self._train_fn = self._build_train_fn()
-        writer = _LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None)
+        writer = LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None)
         schedule = self._learning_rate_schedule()
         logs: dict[str, float] = {}
         interval = self._new_interval(step)
         checkpoint_path = latest
         self._stop_flag.assign(0.0)
-        with _StopSignals(cfg.handle_signals) as signals:
+        with StopSignals(cfg.handle_signals) as signals:
             while step < cfg.num_train_steps:
                 try:
-                    out = self._run_interruptibly(self._train_fn, iterator,
-                                                  tf.constant(self._steps_to_boundary(step)), signals=signals)
+                    out = run_interruptibly(self._train_fn, iterator, tf.constant(self._steps_to_boundary(step)),
+                                            signals=signals, stop_flag=self._stop_flag)
                 except tf.errors.OutOfRangeError as e:
                     raise ValueError(f"the training dataset ended at step {int(self.global_step.numpy())}: "
                                      f"train_dataset_fn must return a repeating dataset") from e
@@ -639,9 +505,11 @@ class Trainer:
                 if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:
                     logs = self._log(interval, step, schedule, writer)
                     interval = self._new_interval(step)
-                if stopped or step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
-                    if self._last_saved_step != step:
-                        checkpoint_path = self.save_checkpoint(input_checkpoint)
+                if self.policy.is_due(step, cfg.num_train_steps, stopped) and self._last_saved_step != step:
+                    checkpoint_path = self.save_checkpoint(input_checkpoint)
+                    if not stopped:
+                        for hook in self.save_hooks:
+                            hook(checkpoint_path)
                 if stopped:
                     writer.flush()
                     message = (f"Stopped by {signals.received or 'a signal on another worker'} at step {step}; "
@@ -689,34 +557,27 @@ class Trainer:
         extra = "".join(f", {name} = {logs[name]:.4f}" for name in interval["metrics"])
         logging.info("step %d/%d: loss = %.4f, lr = %.3e, examples/s = %.1f, ETA %s%s",
                      step, cfg.num_train_steps, logs["loss"], logs["learning_rate"],
-                     logs["examples_per_second"], _format_duration(eta), extra)
+                     logs["examples_per_second"], format_duration(eta), extra)
         with writer.as_default(step=step):
             for name, value in logs.items():
                 write_scalar_summary(name, value)
         return logs
 
     # ------------------------------------------------------------------ eval
-    def _build_eval_fns(self):
-        strategy = self.strategy
+    def _eval_parts(self, features) -> dict[str, tf.Tensor]:
+        """One batch's loss and metric sums: ``<name>/num`` and ``<name>/den`` scalars.
 
-        def replica_eval(features):
-            loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, False))
-            # Scalars are batch means: weight each batch by its size, so that the result is a
-            # mean over examples whatever the batching, sharding or final partial batch.
-            size = tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32)
-            parts = {"loss": (_scalar(loss), tf.constant(1.0)), **self._metric_parts(metrics)}
-            return {name: (num * size, den * size) if name == "loss" or not self._metric_kinds[name]
-                    else (num, den) for name, (num, den) in parts.items()}
-
-        @tf.function
-        def on_replicas(features):
-            return strategy.run(replica_eval, args=(features,))
-
-        @tf.function
-        def on_host(features):  # a leftover batch when fewer remain than local replicas
-            return replica_eval(features)
-
-        return on_replicas, on_host
+        Scalars are batch means: each is weighted by the batch's size, so that the result is a
+        mean over examples whatever the batching, sharding or final partial batch."""
+        loss, metrics = _split_loss_output(self.task.loss_fn(self.model, features, False))
+        size = tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32)
+        parts = {"loss": (_scalar(loss), tf.constant(1.0)), **self._metric_parts(metrics)}
+        out = {}
+        for name, (num, den) in parts.items():
+            if name == "loss" or not self._metric_kinds[name]:
+                num, den = num * size, den * size
+            out[f"{name}/num"], out[f"{name}/den"] = num, den
+        return out
 
     def evaluate(
         self,
@@ -739,40 +600,13 @@ class Trainer:
         if checkpoint_path is not None:
             tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(
                 checkpoint_path).expect_partial()
-        if self._eval_fns is None:
-            self._eval_fns = self._build_eval_fns()
-        on_replicas, on_host = self._eval_fns
+        if self._eval_runner is None:
+            self._eval_runner = BatchRunner(self._eval_parts, self.strategy)
+        parts = self._eval_runner.gather(dataset, max_eval_steps)
         names = ["loss", *self._metric_kinds]
-        sums = {name: [0.0, 0.0] for name in names}
-
-        def add(parts):
-            for name in names:
-                sums[name][0] += float(parts[name][0])
-                sums[name][1] += float(parts[name][1])
-
-        iterator = iter(dataset)
-        steps = 0
-        while max_eval_steps is None or steps < max_eval_steps:
-            batches = []
-            for _ in range(self.num_local_replicas):
-                optional = iterator.get_next_as_optional()
-                if not optional.has_value():
-                    break
-                batches.append(optional.get_value())
-            if len(batches) == self.num_local_replicas:
-                feed = iter(batches)
-                features = self.strategy.experimental_distribute_values_from_function(lambda ctx: next(feed))
-                outputs = on_replicas(features)
-                for local in range(self.num_local_replicas):
-                    add(tf.nest.map_structure(
-                        lambda x, i=local: self.strategy.experimental_local_results(x)[i], outputs))
-                steps += 1
-                continue
-            for batch in batches:
-                add(on_host(batch))
-            break
+        # Summed in float64 on the host, batch by batch in the dataset's order.
+        flat = [sum(float(x) for x in parts.get(f"{name}/{part}", ())) for name in names for part in ("num", "den")]
         if self.worker.num_workers > 1:  # one collective: every worker's sums
-            flat = [v for name in names for v in sums[name]]
             first = [True]
 
             def local_values(ctx):
@@ -783,14 +617,11 @@ class Trainer:
             total = self.strategy.reduce(
                 tf.distribute.ReduceOp.SUM,
                 self.strategy.experimental_distribute_values_from_function(local_values), axis=None)
-            total = total.numpy().tolist()
-            sums = {name: total[2 * i: 2 * i + 2] for i, name in enumerate(names)}
-        results = {name: (num / den if den else float("nan")) for name, (num, den) in sums.items()}
+            flat = total.numpy().tolist()
+        results = {name: (flat[2 * i] / flat[2 * i + 1] if flat[2 * i + 1] else float("nan"))
+                   for i, name in enumerate(names)}
         results["global_step"] = int(self.global_step.numpy())
         if self.worker.is_chief:
-            writer = tf.summary.create_file_writer(os.path.join(self.config.output_dir, "eval"))
-            with writer.as_default(step=results["global_step"]):
-                for name in names:
-                    write_scalar_summary(name, results[name])
-            writer.flush()
+            write_scalars(os.path.join(self.config.output_dir, "eval"), results["global_step"],
+                          {name: results[name] for name in names})
         return results

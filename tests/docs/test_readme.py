@@ -57,7 +57,7 @@ def _subset_squad(src, dst, paragraphs, start=0):
 @pytest.fixture(scope="module")
 def environment(tmp_path_factory, shared):
     from albert_tf import AlbertConfig, AlbertPretrainer
-    from albert_tf.checkpoints import save_tf1_checkpoint
+    from albert_tf.weights import save_tf1_checkpoint
 
     root = tmp_path_factory.mktemp("readme")
     albert_dir = root / "albert_base"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.checkpoints import save_tf1_checkpoint
+from albert_tf.weights import save_tf1_checkpoint
 from albert_tf.tokenization import FullTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.checkpoints import load_checkpoint, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import heads
+from albert_tf.weights import load_checkpoint, save_tf1_checkpoint
+from albert_tf.weights.names import tf1_name_map
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def test_head_names_shapes_and_logits(reference):
     model = heads.build_classifier(config, "mnli")
     report = load_checkpoint(model, str(ckpt), allow_missing_heads=True)
     assert report.missing_allowed == ["output_bias", "output_weights"]
-    names = model.tf1_head_variables()
+    names = tf1_name_map(model)
     assert names["output_weights"].shape == (3, 48) and names["output_bias"].shape == (3,)
     out = model(_inputs(io), training=False)
     pooled = io["pooled_output"].astype(np.float64)
@@ -40,7 +41,7 @@ def test_head_names_shapes_and_logits(reference):
 def test_regression_head_and_losses(reference):
     config, _, io = reference
     model = heads.build_classifier(config, "sts-b")
-    assert model.tf1_head_variables()["output_weights"].shape == (1, 48)
+    assert tf1_name_map(model)["output_weights"].shape == (1, 48)
     out = model(_inputs(io), training=False)
     assert out["logits"].shape == (3,)
     labels = tf.constant([1.0, 2.0, 3.0])

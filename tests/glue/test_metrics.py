@@ -79,3 +79,17 @@ def test_key_metric():
     assert metrics.key_metric("CoLA") == "matthew_corr"
     assert metrics.key_metric("sts-b") == "pearson"
     assert metrics.key_metric("qqp") == "eval_accuracy"
+
+
+def test_each_task_lists_its_metrics_and_the_key_metric_is_checked_at_import():
+    import dataclasses
+
+    from albert_tf.glue.processors import TASKS, get_task_spec
+
+    for spec in TASKS.values():
+        results = metrics.compute_glue_metrics(spec.name, [0.0, 1.0] if spec.is_regression else [0, 1],
+                                               np.eye(2, max(spec.num_labels, 2))[:, :spec.num_labels])
+        assert set(results) == {"eval_loss", "num_examples", *spec.metrics}, spec.name
+        assert spec.key_metric in results
+    with pytest.raises(ValueError, match="key_metric 'f1' is not among its metrics"):
+        dataclasses.replace(get_task_spec("rte"), key_metric="f1")

@@ -4,6 +4,7 @@ import pytest
 
 from albert_tf.glue import outputs
 from albert_tf.glue.processors import InputExample, get_task_spec
+from albert_tf.training.results import format_eval_results, write_eval_results
 
 
 def _examples(n):
@@ -34,11 +35,12 @@ def test_count_mismatch_is_an_error(tmp_path):
 
 
 def test_eval_blocks_accumulate(tmp_path):
-    block = outputs.format_eval_block({"eval_loss": 0.5, "eval_accuracy": np.float64(0.75), "global_step": 100},
-                                      best=0.75)
+    block = format_eval_results({"eval_loss": 0.5, "eval_accuracy": np.float64(0.75), "global_step": 100},
+                                outputs.RESULTS_LAYOUT, best=0.75)
     assert block == ("eval_accuracy = 0.75\neval_loss = 0.5\nglobal_step = 100\nbest = 0.75\n" + "=" * 50 + "\n")
     path = tmp_path / "eval_results.txt"
-    outputs.append_eval_block(path, block)
-    outputs.append_eval_block(path, outputs.format_eval_block({"eval_loss": 0.25}))
+    write_eval_results(path, {"eval_loss": 0.5, "eval_accuracy": np.float64(0.75), "global_step": 100},
+                       outputs.RESULTS_LAYOUT, best=0.75)
+    write_eval_results(path, {"eval_loss": 0.25}, outputs.RESULTS_LAYOUT)
     assert path.read_text() == block + "eval_loss = 0.25\n" + "=" * 50 + "\n"
     assert [p.name for p in tmp_path.iterdir()] == ["eval_results.txt"]

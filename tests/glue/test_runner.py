@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import features, heads, runner
-from albert_tf.training import checkpointing
+from albert_tf.weights import files
 
 
 @pytest.fixture
@@ -25,9 +25,9 @@ def job(glue_slices, tiny_config_file, spm_model, tmp_path):
 def _save(model, output_dir, step):
     """A checkpoint as the Trainer writes it, marked by output_bias[0] = step."""
     model.classifier.output_bias.assign([float(step), 0.0])
-    prefix = checkpointing.checkpoint_prefix(output_dir, step)
-    checkpointing.write_checkpoint_atomically(tf.train.Checkpoint(model=model), prefix)
-    checkpointing.update_state_file(output_dir, prefix, keep_checkpoint_max=0)
+    prefix = files.checkpoint_prefix(output_dir, step)
+    files.write_checkpoint_atomically(tf.train.Checkpoint(model=model), prefix)
+    files.update_state_file(output_dir, prefix, keep_checkpoint_max=0)
 
 
 def _bias_of(prefix):
@@ -41,13 +41,14 @@ def test_best_checkpoint_selection_and_reruns(job, monkeypatch):
         _save(model, job.output_dir, step)
     scripted = {10: 0.5, 20: 0.8, 30: 0.6, 40: 0.9}
 
-    def fake_evaluate(self, global_step):
+    def fake_evaluate(self, checkpoint_path):
         # The evaluated weights are those of the checkpoint being scored.
+        global_step = files.step_of(checkpoint_path)
         assert float(self.model.classifier.output_bias[0]) == global_step
         return {"eval_accuracy": scripted[global_step], "eval_loss": 1.0, "global_step": global_step}
 
-    monkeypatch.setattr(runner.CheckpointEvaluator, "evaluate_weights", fake_evaluate)
-    evaluator = runner.CheckpointEvaluator(job, heads.build_classifier(job.albert_config, "mrpc"))
+    monkeypatch.setattr(runner.DevEvaluation, "__call__", fake_evaluate)
+    evaluator = runner.checkpoint_evaluator(job, heads.build_classifier(job.albert_config, "mrpc"))
     assert evaluator.evaluate_pending() == 3
     out = job.output_dir
     assert open(os.path.join(out, "best_trial.txt")).read() == "30:20:0.8"

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
 from albert_tf.keras import keras
-from albert_tf.modeling.models import InputError
+from albert_tf.modeling.encoder import InputError
 
 TOL = 1e-4
 

@@ -3,8 +3,9 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.checkpoints import names
+from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.squad import heads
+from albert_tf.weights import names
 
 H, S, B = 16, 12, 3
 
@@ -29,13 +30,14 @@ def _log_softmax(x):
 
 
 def test_v1_head_names_shapes_and_loss():
-    head = heads.SquadV1Head(_config(), name="squad")
+    model = heads.SquadV1Model(AlbertModel(_config()))
     seq = tf.random.stateless_normal([B, S, H], seed=[1, 2])
-    start, end = head(seq)
+    start, end = model.head(seq)[..., 0], model.head(seq)[..., 1]
     assert start.shape == end.shape == (B, S) and start.dtype == tf.float32
-    tf1 = {k: v.shape.as_list() for k, v in head.tf1_variables().items()}
+    model(model.dummy_inputs())
+    tf1 = {k: v.shape.as_list() for k, v in names.tf1_name_map(model).items() if not k.startswith("bert/")}
     assert tf1 == {"cls/squad/output_weights": [2, H], "cls/squad/output_bias": [2]}
-    w, b = head.output_weights.numpy(), head.output_bias.numpy()
+    w, b = model.head.output_weights.numpy(), model.head.output_bias.numpy()
     np.testing.assert_allclose(start, seq.numpy() @ w[0] + b[0], atol=1e-5)
     feats = {"start_positions": tf.constant([4, 5, 0]), "end_positions": tf.constant([6, 5, 0])}
     outputs = {"start_logits": start, "end_logits": end}
@@ -45,7 +47,9 @@ def test_v1_head_names_shapes_and_loss():
 
 
 def test_v2_head_beam_masking_and_names():
-    head = heads.SquadV2Head(_config(), start_n_top=3, end_n_top=2, dropout_prob=0.1)
+    model = heads.SquadV2Model(AlbertModel(_config()), start_n_top=3, end_n_top=2, dropout_prob=0.1)
+    model(model.dummy_inputs())
+    head = model.head
     seq = tf.random.stateless_normal([B, S, H], seed=[3, 4])
     p_mask = _p_mask()
     out = head(seq, p_mask)
@@ -59,7 +63,7 @@ def test_v2_head_beam_masking_and_names():
     # Beam scores are sorted log-probabilities; masked positions carry ~0 mass.
     stl = out["start_top_log_probs"].numpy()
     assert (np.diff(stl, axis=1) <= 0).all() and (stl <= 0).all()
-    tf1 = {k: v.shape.as_list() for k, v in head.tf1_variables().items()}
+    tf1 = {k: v.shape.as_list() for k, v in names.tf1_name_map(model).items() if not k.startswith("bert/")}
     assert tf1 == {
         "start_logits/dense/kernel": [H, 1], "start_logits/dense/bias": [1],
         "end_logits/dense_0/kernel": [2 * H, H], "end_logits/dense_0/bias": [H],
@@ -79,7 +83,7 @@ def test_v2_head_beam_masking_and_names():
 
 
 def test_v2_loss_matches_numpy():
-    head = heads.SquadV2Head(_config())
+    head = heads.SquadV2Head(H)
     seq = tf.random.stateless_normal([B, S, H], seed=[5, 6])
     feats = {"start_positions": tf.constant([4, 0, 5]), "end_positions": tf.constant([7, 0, 6]),
              "is_impossible": tf.constant([0, 1, 0]), "p_mask": _p_mask()}

@@ -7,6 +7,7 @@ import pytest
 
 from albert_tf.squad import data, evaluate, postprocess
 from albert_tf.squad.records import FeatureMeta
+from albert_tf.training.results import format_eval_results
 
 DEV1 = "dev-v1.1.Super_Bowl_50.json"
 DEV2 = "dev-v2.0.first5articles.json"
@@ -72,7 +73,7 @@ def test_v2_oracle_beam_threshold_and_null_odds(convert, shared, tmp_path):
     # A threshold above every null score answers everything.
     everything = postprocess.predict_v2(examples, metas, results, null_score_diff_threshold=10.0)
     assert all(everything.predictions.values())
-    text = postprocess.format_eval_results(metrics)
+    text = format_eval_results(metrics, postprocess.RESULTS_LAYOUT)
     assert text.index("exact = ") < text.index("# tuned on this data") < text.index("best_f1 = ")
     names = [p.split("/")[-1] for p in postprocess.write_prediction_files(str(tmp_path), out)]
     assert names == ["predictions.json", "nbest_predictions.json", "null_odds.json"]

@@ -3,7 +3,6 @@ import json
 
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from albert_tf.keras import keras
 from albert_tf.training import distribution
@@ -61,18 +60,6 @@ def test_tf_config_for_local_workers():
     config = json.loads(distribution.make_tf_config(["127.0.0.1:1000", "127.0.0.1:1001"], 1))
     assert config == {"cluster": {"worker": ["127.0.0.1:1000", "127.0.0.1:1001"]},
                       "task": {"type": "worker", "index": 1}}
-
-
-def test_shared_flags_skip_those_a_driver_defined():
-    values = flags.FlagValues()
-    flags.DEFINE_bool("use_tpu", True, "The driver's own definition.", flag_values=values)
-    distribution.define_flags(values)
-    distribution.define_flags(values)  # twice is harmless
-    values(["prog", "--distribution_strategy=mirrored", "--mixed_precision=bf16"])
-    assert values.use_tpu is True and values.distribution_strategy == "mirrored"
-    assert values.gradient_accumulation_steps == 1 and values.seed == 12345 and values.num_tpu_cores == 8
-    for name in ("num_gpus", "enable_xla", "log_steps", "tpu_name", "tpu_zone", "gcp_project", "master"):
-        assert name in values
 
 
 def test_split_cpu_after_initialization_is_a_clear_error():

@@ -11,6 +11,7 @@ import tensorflow as tf
 from albert_tf.keras import keras
 from albert_tf.training import NonFiniteLossError, StatelessDropout, TrainConfig, Trainer, loop
 from albert_tf.training.schedule import AlbertLearningRateSchedule
+from albert_tf.training.signals import StopSignals
 
 
 def test_gradient_accumulation_is_the_same_update_as_the_whole_batch(train_toy, tmp_path, reference_plain,
@@ -154,7 +155,7 @@ def test_init_fn_runs_only_on_a_fresh_start(toy, toy_data, tmp_path):
 
 def test_stop_signals_turn_into_a_request_and_a_second_sigint_aborts():
     before = signal.getsignal(signal.SIGINT)
-    with loop._StopSignals(True) as signals:
+    with StopSignals(True) as signals:
         os.kill(os.getpid(), signal.SIGINT)
         assert signals.received == "SIGINT"
         with pytest.raises(KeyboardInterrupt):

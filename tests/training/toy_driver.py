@@ -186,7 +186,7 @@ if __name__ == "__main__":
 
     from albert_tf.training import define_flags
 
-    define_flags()
+    define_flags(save_checkpoints_steps=DEFAULTS["save_checkpoints_steps"])
     flags.DEFINE_string("input_file", None, "TFRecords.")
     flags.DEFINE_string("output_dir", None, "Checkpoints.")
     for _name, _default in DEFAULTS.items():

@@ -12,12 +12,12 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import hf
-from albert_tf.checkpoints import names as name_table
-from albert_tf.checkpoints.errors import CheckpointError
-from albert_tf.checkpoints.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
+from albert_tf.weights import hf
+from albert_tf.weights import names as name_table
+from albert_tf.weights.errors import CheckpointError
+from albert_tf.weights.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
                                            resolve_checkpoint)
-from albert_tf.checkpoints.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
+from albert_tf.weights.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
 DIRECTIONS = {
     "tf1_to_tf2": ("tf1", "tf2"), "tf2_to_tf1": ("tf2", "tf1"),
@@ -36,9 +36,6 @@ HF_ARCHITECTURE = {
 }
 _KIND_OF_ARCHITECTURE = {**{arch: kind for kind, arch in HF_ARCHITECTURE.items()},
                          "AlbertForMaskedLM": "pretrainer"}  # its sentence-order head is missing
-# The head each kind has, by its TF1 names (checked in this order).
-_HEAD_NAMES = (("squad", "cls/squad/output_weights"), ("squad_v2", "answer_class/dense_0/kernel"),
-               ("classifier", "output_weights"), ("pretrainer", "cls/predictions/output_bias"))
 # The same heads in our object-based checkpoints (attribute paths of the task models).
 _TF2_HEAD_PATHS = (("squad", "/head/output_weights/"), ("squad_v2", "/head/start_dense/"),
                    ("classifier", "/classifier/output_weights/"), ("pretrainer", "/masked_lm/"))
@@ -87,7 +84,7 @@ def _detect_kind(source: _Source) -> str:
             if any(path in key for key in source.shapes):
                 return kind
         return "encoder"
-    for kind, name in _HEAD_NAMES:
+    for kind, name in name_table.KIND_MARKERS:
         if name in source.shapes:
             return kind
     return "encoder"
@@ -106,7 +103,8 @@ def _num_labels(source: _Source, kind: str) -> int:
 
 def build_model(kind: str, config, num_labels: Optional[int] = None):
     """A built model of `kind` for `config` (`num_labels` for a classifier)."""
-    from albert_tf.modeling.models import AlbertModel, AlbertPretrainer, build
+    from albert_tf.modeling.encoder import AlbertModel
+    from albert_tf.modeling.models import AlbertPretrainer, build
 
     if kind == "encoder":
         return build(AlbertModel(config))
@@ -116,7 +114,7 @@ def build_model(kind: str, config, num_labels: Optional[int] = None):
         from albert_tf.glue.heads import GlueClassifier
 
         labels = 1 if kind == "race" else num_labels
-        return build(GlueClassifier(config, labels, regression=labels == 1))
+        return build(GlueClassifier(AlbertModel(config), labels, regression=labels == 1))
     from albert_tf.squad.heads import build_squad_model
 
     return build_squad_model(config, version_2=kind == "squad_v2")

@@ -4,7 +4,7 @@
 Read and written with the `safetensors` package, without PyTorch. Only
 safetensors weights are read: `pytorch_model.bin` is a Python pickle, which runs
 code of the file's author while it loads (and needs PyTorch). Tensor names come
-from the name table (`albert_tf.checkpoints.names`); the config from
+from the name table (`albert_tf.weights.names`); the config from
 `AlbertConfig.from_hf_dict` / `to_hf_dict`.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.checkpoints import names as name_table
-from albert_tf.checkpoints.errors import CheckpointError
+from albert_tf.weights import names as name_table
+from albert_tf.weights.errors import CheckpointError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -9,9 +9,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import hf
-from albert_tf.checkpoints import names as name_table
-from albert_tf.checkpoints.errors import CheckpointError
+from albert_tf.weights import hf
+from albert_tf.weights import names as name_table
+from albert_tf.weights.errors import CheckpointError
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Root attribute our training loop and converter save the model under.

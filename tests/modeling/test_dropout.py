@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.randomness import dropout, dropout_seed_scope, step_seed, uniform_by_example
+from albert_tf.modeling.dropout import dropout, dropout_seed_scope, uniform_by_example
+from albert_tf.training.loop import step_seed
 
 SEED = tf.constant([3, 9], tf.int64)
 

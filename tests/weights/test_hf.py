@@ -11,8 +11,8 @@ import safetensors.numpy
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
-from albert_tf.checkpoints import CheckpointError, save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
-from albert_tf.checkpoints.conversion import convert
+from albert_tf.weights import CheckpointError, save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
+from albert_tf.weights.conversion import convert
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-4
@@ -236,7 +236,7 @@ def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint
 
 
 def test_squad_v2_head_is_refused_in_one_line(tmp_path, random_tf1_checkpoint):
-    from albert_tf.checkpoints.names import tf1_name_map
+    from albert_tf.weights.names import tf1_name_map
     from albert_tf.squad.heads import build_squad_model
 
     config = AlbertConfig(**MULTI_GROUP)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
-from albert_tf.checkpoints import CheckpointError, save_model_checkpoint, save_tf1_checkpoint
+from albert_tf.weights import CheckpointError, save_model_checkpoint, save_tf1_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,11 +1,15 @@
 """Dropout whose masks are a pure function of (seed, step, call site, example position).
 
+It lives with the model (every layer that drops uses it) while the training loop only
+opens the scope, so the model floor needs nothing from ``albert_tf.training``.
+
 Why: exact resume and one-device semantics on every topology.  A stateful RNG
 (Keras' default dropout) would have to be checkpointed per replica and per layer, and
 its masks would change with the device count.  Instead the training loop opens
 ``dropout_seed_scope(seed, example_offset)`` around each forward pass:
 
-- ``seed`` comes from the run's ``--seed`` and the global step only;
+- ``seed`` comes from the run's ``--seed`` and the global step only (the loop's
+  ``step_seed``);
 - ``example_offset`` is the global position, in the step's global batch, of the first
   example of the micro-batch on this replica.
 
@@ -15,7 +19,7 @@ code).  Example ``p`` of the global batch reads the stream from counter
 ``p * counters_per_example`` on, so its mask is the same whether it sits on one device,
 on replica 3 of 8, on another worker or in the second of several accumulated
 micro-batches.  (Philox is counter-based: moving the counter start by ``k`` shifts the
-generated numbers by ``4k`` exactly; ``tests/training/test_randomness.py`` checks this.)
+generated numbers by ``4k`` exactly; ``tests/modeling/test_dropout.py`` checks this.)
 A resumed run draws the very masks the uninterrupted run drew, with nothing to store.
 A layer applied several times (ALBERT's shared layers) gets a different mask at each
 application.  Under XLA the same holds, with XLA's own (different) Philox numbers.
@@ -77,13 +81,6 @@ def next_dropout_seed() -> tf.Tensor | None:
     """A fresh seed for the next dropout call in the current scope, or None outside one."""
     call = _next_call()
     return None if call is None else call[0]
-
-
-def step_seed(base_seed: int, step: tf.Tensor) -> tf.Tensor:
-    """The seed of every forward pass of one training step (all replicas and micro-batches:
-    examples are told apart by their position, see the module doc)."""
-    seed = tf.constant([base_seed, 0x5EED], tf.int64)
-    return tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
 
 
 def uniform_by_example(shape: tf.Tensor, seed: tf.Tensor, example_offset: tf.Tensor) -> tf.Tensor:

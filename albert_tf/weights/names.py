@@ -3,7 +3,9 @@ checkpoints <-> its name in Hugging Face `transformers` files.
 
 It serves loading Google and Hugging Face checkpoints, converting in every
 direction and `--init_from_group0`. Nothing else in the package spells a TF1 or
-Hugging Face tensor name.
+Hugging Face tensor name: models and their heads carry only the last part of a
+name (`output_weights`, `kernel`), and `HEAD_NAMES` below says, per model class,
+where each head sits in Google's checkpoints. A new task model adds one row.
 """
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import re
 
 import tensorflow as tf
 
-from typing import Optional
+from typing import Callable, Optional
 
 from albert_tf.keras import keras
+from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.modeling.layers import LayerNorm
 
 # Prefix TF-Hub modules put before every variable name.
@@ -67,32 +70,61 @@ def encoder_names(encoder) -> dict[str, tf.Variable]:
     return names
 
 
-def pretraining_head_names(pretrainer) -> dict[str, tf.Variable]:
-    mlm, sop = pretrainer.masked_lm, pretrainer.sentence_order
+def _linear(prefix: str, layer) -> dict[str, tf.Variable]:
+    """An OutputProjection: `<prefix>/output_weights` [units, H] and `<prefix>/output_bias`."""
+    slash = f"{prefix}/" if prefix else ""
+    return {f"{slash}output_weights": layer.output_weights, f"{slash}output_bias": layer.output_bias}
+
+
+def _pretraining_heads(pretrainer) -> dict[str, tf.Variable]:
+    mlm = pretrainer.masked_lm
     return {
         **_dense("cls/predictions/transform/dense", mlm.transform),
         **_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm),
         "cls/predictions/output_bias": mlm.output_bias,
-        "cls/seq_relationship/output_weights": sop.output_weights,
-        "cls/seq_relationship/output_bias": sop.output_bias,
+        **_linear("cls/seq_relationship", pretrainer.sentence_order),
     }
 
 
-def tf1_name_map(model) -> dict[str, tf.Variable]:
-    """TF1 name -> variable for a built AlbertModel, AlbertPretrainer, or any task
-    model with an `.encoder` (its heads may add names via `tf1_head_variables()`)."""
-    from albert_tf.modeling.models import AlbertModel, AlbertPretrainer
+def _squad_v2_head(model) -> dict[str, tf.Variable]:
+    """The XLNet-style span head with answer verifier (ALBERT's squad_utils.create_v2_model)."""
+    head = model.head
+    return {
+        **_dense("start_logits/dense", head.start_dense),
+        **_dense("end_logits/dense_0", head.end_dense_0),
+        **_layer_norm("end_logits/LayerNorm", head.end_layer_norm),
+        **_dense("end_logits/dense_1", head.end_dense_1),
+        **_dense("answer_class/dense_0", head.answer_dense_0),
+        **_dense("answer_class/dense_1", head.answer_dense_1),
+    }
 
-    if isinstance(model, AlbertModel):
-        return encoder_names(model)
-    if not hasattr(model, "encoder"):
-        raise TypeError(f"{type(model).__name__} is not an ALBERT model (no .encoder)")
-    names = encoder_names(model.encoder)
-    if isinstance(model, AlbertPretrainer):
-        names.update(pretraining_head_names(model))
-    if hasattr(model, "tf1_head_variables"):
-        names.update(model.tf1_head_variables())
-    return names
+
+# Model class name -> its heads' TF1 names (the encoder's are `encoder_names`). Keyed by
+# name, not class, so this floor imports no task package; subclasses inherit their row.
+HEAD_NAMES: dict[str, Callable[[object], dict[str, tf.Variable]]] = {
+    "AlbertModel": lambda model: {},
+    "AlbertPretrainer": _pretraining_heads,
+    "GlueClassifier": lambda model: _linear("", model.classifier),  # top-level, as run_classifier's
+    "SquadV1Model": lambda model: _linear("cls/squad", model.head),
+    "SquadV2Model": _squad_v2_head,
+}
+
+
+# A TF1 name that only a checkpoint of this model kind holds, for the converter's
+# `--converted_model=auto` (checked in this order).
+KIND_MARKERS = (("squad", "cls/squad/output_weights"), ("squad_v2", "answer_class/dense_0/kernel"),
+                ("classifier", "output_weights"), ("pretrainer", "cls/predictions/output_bias"))
+
+
+def tf1_name_map(model) -> dict[str, tf.Variable]:
+    """TF1 name -> variable for a built AlbertModel, AlbertPretrainer or task model
+    (one with an `.encoder` and a row in `HEAD_NAMES`)."""
+    heads = next((HEAD_NAMES[cls.__name__] for cls in type(model).__mro__ if cls.__name__ in HEAD_NAMES), None)
+    if heads is None:
+        raise TypeError(f"{type(model).__name__} has no TF1 names: add its heads to HEAD_NAMES in "
+                        f"albert_tf/weights/names.py")
+    encoder = model if isinstance(model, AlbertModel) else model.encoder
+    return {**encoder_names(encoder), **heads(model)}
 
 
 def group0_source_name(name: str) -> str:

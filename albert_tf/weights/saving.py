@@ -7,31 +7,21 @@ entries already there), so a failed save leaves nothing that looks loadable.
 """
 from __future__ import annotations
 
-import glob
 import os
 from typing import Callable, Optional
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import hf
-from albert_tf.checkpoints import names as name_table
-from albert_tf.checkpoints.loading import MODEL_ROOT
+from albert_tf.fileio import is_remote
+from albert_tf.weights import files, hf
+from albert_tf.weights import names as name_table
+from albert_tf.weights.loading import MODEL_ROOT
 
 
-def _write_then_publish(prefix: str, write: Callable[[str], None]) -> str:
-    prefix = os.path.abspath(prefix)
-    os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    tmp = prefix + "-tmp-write"
-    try:
-        write(tmp)
-        for path in sorted(glob.glob(glob.escape(tmp) + ".*"), key=lambda p: p.endswith(".index")):
-            os.replace(path, prefix + path[len(tmp):])  # data files first, the index last
-    finally:
-        for path in glob.glob(glob.escape(tmp) + ".*"):
-            os.remove(path)
-    from albert_tf.training.checkpointing import update_state_file
-
-    update_state_file(os.path.dirname(prefix), prefix, keep_checkpoint_max=0)
+def _write_then_publish(prefix: str, write: Callable[[str], object]) -> str:
+    prefix = prefix if is_remote(prefix) else os.path.abspath(prefix)
+    files.write_prefix_atomically(write, prefix)
+    files.update_state_file(os.path.dirname(prefix), prefix, keep_checkpoint_max=0)
     return prefix
 
 

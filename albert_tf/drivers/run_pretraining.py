@@ -1,0 +1,106 @@
+"""ALBERT pretraining (masked LM + sentence order) with the original's flags.
+
+One device, several GPUs (--distribution_strategy=mirrored), several machines
+(multi_worker_mirrored + TF_CONFIG) or a TPU (--use_tpu). A rerun of the same
+command resumes from the latest checkpoint in --output_dir.
+"""
+from __future__ import annotations
+
+from absl import flags
+
+from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.training.flags import define_flags
+from albert_tf.training.optimizers import OPTIMIZERS
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None, "TFRecord files from create_pretraining_data.py: a glob or comma list.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and eval_results.txt go.")
+flags.DEFINE_string("init_checkpoint", None, "Starting checkpoint (Google TF1, TF-Hub module dir or ours); "
+                    "used only when output_dir holds no checkpoint yet.")
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the TFRecords.")
+flags.DEFINE_bool("do_train", True, "Whether to train.")
+flags.DEFINE_bool("do_eval", False, "Whether to evaluate every saved checkpoint (best kept as model.ckpt-best).")
+flags.DEFINE_integer("train_batch_size", 4096, "Global batch size of one update.")
+flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.")
+flags.DEFINE_enum("optimizer", "lamb", list(OPTIMIZERS), "The optimizer.")
+flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
+flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
+flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
+flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
+flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
+flags.DEFINE_integer("max_eval_steps", 100, "Eval batches per checkpoint.")
+flags.DEFINE_bool("init_from_group0", False, "Initialize every group from group_0 of --init_checkpoint.")
+flags.DEFINE_float("masked_lm_budget", 0, "If > 0, online masking: every example is masked anew in the input "
+                   "pipeline (fresh masks each epoch), with this share of tokens masked as "
+                   "create_pretraining_data.py's --masked_lm_prob (0.15 = its statistics). 0: the records' masks.")
+define_flags(save_checkpoints_steps=5000)  # the original pretraining's interval
+REQUIRED = ("albert_config_file", "output_dir")
+
+
+def _check_flags() -> None:
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise ValueError("at least one of --do_train or --do_eval must be True")
+    if FLAGS.do_train and not FLAGS.input_file:
+        raise ValueError("--do_train needs --input_file (TFRecords from create_pretraining_data.py)")
+    if FLAGS.do_eval and not FLAGS.input_file:
+        raise ValueError("--do_eval needs --input_file")
+    if not 0 <= FLAGS.masked_lm_budget < 1:
+        raise ValueError(f"--masked_lm_budget={FLAGS.masked_lm_budget}: expected a share of tokens in [0, 1) "
+                         f"(0.15 as create_pretraining_data.py), or 0 for the records' own masks")
+
+
+@reports_errors
+def main(argv) -> int:
+    del argv
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+    from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
+    from albert_tf.training import Trainer, create_optimizer, strategy_from_flags, train_config_from_flags
+    from albert_tf.training.data import expand_file_patterns
+    from albert_tf.vocab_check import check_pretraining_data
+    from albert_tf.weights.files import all_checkpoints
+
+    require_flags(FLAGS, *REQUIRED)
+    _check_flags()
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if FLAGS.input_file:
+        check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file)
+    strategy = strategy_from_flags()
+    task = pretraining_task(
+        config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+        FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
+        FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy),
+        masked_lm_budget=FLAGS.masked_lm_budget)
+
+    def optimizer_fn():
+        return create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                                FLAGS.optimizer, FLAGS.poly_power, FLAGS.start_warmup_step)
+
+    trainer = Trainer(task, strategy, optimizer_fn, train_config_from_flags(FLAGS))
+    evaluator = None
+    if FLAGS.do_eval:
+        # Each checkpoint is evaluated once: those an earlier run left, then each one as it is saved.
+        evaluator = checkpoint_evaluator(trainer, FLAGS.max_eval_steps)
+        if not FLAGS.do_train and not all_checkpoints(FLAGS.output_dir):
+            raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
+        evaluator.evaluate_pending()
+    if FLAGS.do_train:
+        if evaluator is not None:
+            trainer.add_save_hook(evaluator.after_save)
+        result = trainer.train()
+        print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
+    if evaluator is not None and trainer.worker.is_chief:
+        print(f"eval results in {evaluator.results_path}; best checkpoint {evaluator.keeper.best_prefix}")
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point (and what the checkout's launcher calls)."""
+    run_driver(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,231 @@
+"""The training run's checkpoint policy: when it saves, what it keeps, how it resumes,
+and what happens after a save (evaluation, the best checkpoint).
+
+The files themselves (atomic prefixes, the ``checkpoint`` state file) are written by
+``albert_tf.weights.files``; this module decides:
+
+- interval: every ``save_checkpoints_steps`` steps, at the last step, and when a signal
+  stops the run;
+- retention: the newest ``keep_checkpoint_max`` checkpoints, each with its input
+  positions (``model.ckpt-<step>.input-<worker>.*``, saved with the topology they were
+  saved under); ``model.ckpt-best`` is never pruned;
+- resume: from the latest checkpoint, restoring the input position when the topology is
+  the same, else fast-forwarding the input stream by the checkpoint's step count;
+- after each save, the Trainer calls its save hooks. ``CheckpointEvaluator`` is the hook
+  the drivers use: it evaluates each checkpoint once, before pruning can delete it, keeps
+  the best by one metric as ``model.ckpt-best`` (``best_trial.txt``) and adds a block to
+  ``eval_results.txt``. So pretraining and GLUE evaluate after each save the same way.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.training.distribution import WorkerInfo
+from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
+from albert_tf.weights import files
+
+BEST_TRIAL_FILENAME = "best_trial.txt"
+# The key of the [workers, local replicas, global batch] an input position was saved under.
+TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
+_GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def input_state_prefix(checkpoint_path: str, worker_index: int) -> str:
+    """Where worker ``worker_index`` keeps its input position for a checkpoint."""
+    return f"{checkpoint_path}.input-{worker_index}"
+
+
+class CheckpointPolicy:
+    """Saves, prunes and finds the checkpoints of one run in ``output_dir``.
+
+    ``barrier`` blocks until every worker reaches it (a no-op with one worker): the
+    state file is updated only once every worker has written its part.
+    """
+
+    def __init__(self, output_dir: str, save_checkpoints_steps: int, keep_checkpoint_max: int,
+                 worker: WorkerInfo, barrier: Callable[[], None] = lambda: None):
+        self.output_dir = output_dir
+        self.save_checkpoints_steps = save_checkpoints_steps
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.worker = worker
+        self.barrier = barrier
+
+    def is_due(self, step: int, last_step: int, stopped: bool = False) -> bool:
+        return stopped or step % self.save_checkpoints_steps == 0 or step == last_step
+
+    def steps_to_next_save(self, step: int) -> int:
+        return self.save_checkpoints_steps - step % self.save_checkpoints_steps
+
+    def latest(self) -> str | None:
+        """The checkpoint to resume from (the chief first removes what crashed saves left)."""
+        if self.worker.is_chief:
+            files.remove_stale_temporaries(self.output_dir)
+        return tf.train.latest_checkpoint(self.output_dir)
+
+    def input_resume_plan(self, latest: str | None, topology: list[int]) -> tuple[int, str | None]:
+        """(global batches to skip, saved input position to restore) for resuming from ``latest``.
+
+        A position saved under this topology is restored as it is (instant); otherwise (another
+        worker/replica count or batch size, or none saved) the input stream is rebuilt and
+        fast-forwarded by the checkpoint's step count in global batches, which reads, but does
+        not parse, the records already trained on.
+        """
+        if latest is None:
+            return 0, None
+        prefix = input_state_prefix(latest, self.worker.worker_index)
+        saved = None
+        if tf.io.gfile.exists(prefix + ".index"):
+            names = {name for name, _ in tf.train.list_variables(prefix)}
+            if TOPOLOGY_KEY in names:
+                saved = tf.train.load_variable(prefix, TOPOLOGY_KEY).tolist()
+        if saved == topology:
+            return 0, prefix
+        step = int(tf.train.load_variable(latest, _GLOBAL_STEP_KEY))
+        logging.warning(
+            "%s: no input position saved for this topology (saved [workers, local replicas, batch] = %s, "
+            "this run %s): fast-forwarding the input by %d global batches of %d examples.",
+            latest, saved, topology, step, topology[-1])
+        return step, None
+
+    def save(self, step: int, model_checkpoint: tf.train.Checkpoint,
+             input_checkpoint: tf.train.Checkpoint | None = None) -> str:
+        """Writes ``model.ckpt-<step>`` (the chief's copy) and this worker's input position,
+        then records it in the state file and prunes what falls out of retention."""
+        prefix = files.checkpoint_prefix(self.output_dir, step)
+        if input_checkpoint is not None:
+            files.write_checkpoint_atomically(input_checkpoint,
+                                              input_state_prefix(prefix, self.worker.worker_index))
+        if self.worker.is_chief:
+            files.write_checkpoint_atomically(model_checkpoint, prefix)
+        else:
+            # Every worker takes part in writing (variables may need collectives to read);
+            # only the chief's copy is kept.
+            scratch = os.path.join(self.output_dir, f".tmp-worker{self.worker.worker_index}")
+            model_checkpoint.write(os.path.join(scratch, files.CHECKPOINT_BASENAME))
+            tf.io.gfile.rmtree(scratch)
+        self.barrier()
+        if self.worker.is_chief:
+            files.update_state_file(self.output_dir, prefix, self.keep_checkpoint_max)
+        else:
+            self._prune_own_input_states()
+        return prefix
+
+    def _prune_own_input_states(self) -> None:
+        """A non-chief worker's input positions follow the chief's retention."""
+        keep = self.keep_checkpoint_max
+        if keep <= 0:
+            return
+        suffix = f".input-{self.worker.worker_index}.index"
+        pattern = os.path.join(self.output_dir, f"{files.CHECKPOINT_BASENAME}-*{suffix}")
+        indexes = sorted(tf.io.gfile.glob(pattern), key=lambda f: files.step_of(f[: -len(suffix)]) or 0)
+        for index in indexes[:-keep]:
+            prefix = index[: -len(".index")]
+            for f in tf.io.gfile.glob(prefix + ".*"):
+                tf.io.gfile.remove(f)
+
+
+class BestCheckpointKeeper:
+    """Keeps the best checkpoint by one eval metric as ``model.ckpt-best``.
+
+    ``best_trial.txt`` holds ``<last evaluated step>:<best step>:<best value>``, the
+    original run_classifier's format, so the choice survives reruns.
+    """
+
+    def __init__(self, output_dir: str, metric: str, higher_is_better: bool = True):
+        self.output_dir = output_dir
+        self.metric = metric
+        self.higher_is_better = higher_is_better
+        self.best_prefix = os.path.join(output_dir, files.BEST_BASENAME)
+        self.info_path = os.path.join(output_dir, BEST_TRIAL_FILENAME)
+
+    def read(self) -> tuple[int, int, float | None]:
+        """(last evaluated step, best step, best value); (-1, -1, None) before any."""
+        text = read_text(self.info_path)
+        if text is None:
+            return -1, -1, None
+        last, best_step, value = text.strip().split(":")
+        return int(last), int(best_step), float(value)
+
+    def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
+        """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the
+        best so far.  Returns whether it was."""
+        if self.metric not in results:
+            raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
+        value = float(results[self.metric])
+        step = files.step_of(checkpoint_path)
+        step = -1 if step is None else step
+        _, best_step, best = self.read()
+        better = best is None or (value > best if self.higher_is_better else value < best)
+        if better:
+            files.copy_checkpoint(checkpoint_path, self.best_prefix)
+            best_step, best = step, value
+            logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
+        atomic_write_text(self.info_path, f"{step}:{best_step}:{best}")
+        return better
+
+
+class CheckpointEvaluator:
+    """Evaluates each checkpoint of a run once, in step order; keeps the best and writes
+    ``eval_results.txt`` (in ``layout``).
+
+    evaluate: ``evaluate(checkpoint_path) -> results``, run with the checkpoint's weights
+      in the model (``after_save``: they are already; otherwise ``load`` puts them there,
+      or ``evaluate`` reads them itself when ``load`` is None).
+    writes: False on workers that take part in evaluation but write no file.
+    """
+
+    def __init__(self, output_dir: str, evaluate: Callable[[str], Mapping[str, Any]], key_metric: str,
+                 layout: ResultsLayout, load: Callable[[str], None] | None = None,
+                 higher_is_better: bool = True, writes: bool = True):
+        self.output_dir = output_dir
+        self.evaluate = evaluate
+        self.load = load
+        self.layout = layout
+        self.writes = writes
+        self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
+        self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
+
+    def pending(self) -> list[str]:
+        """Checkpoints in the state file that no evaluation has seen yet, oldest first."""
+        last, _, _ = self.keeper.read()
+        found = [p for p in files.all_checkpoints(self.output_dir)
+                 if files.step_of(p) is not None and tf.io.gfile.exists(p + ".index")]
+        return sorted((p for p in found if files.step_of(p) > last), key=files.step_of)
+
+    def evaluate_pending(self) -> int:
+        """Evaluates each not-yet-evaluated checkpoint (left by an interrupted run, or an
+        eval-only run's); returns how many."""
+        paths = self.pending()
+        for path in paths:
+            if self.load is not None:
+                self.load(path)
+            self._record(path, self.evaluate(path))
+        return len(paths)
+
+    def after_save(self, checkpoint_path: str) -> Mapping[str, Any]:
+        """The Trainer's save hook: the model holds the checkpoint's weights."""
+        results = self.evaluate(checkpoint_path)
+        self._record(checkpoint_path, results)
+        return results
+
+    def evaluate_external(self, path: str) -> Mapping[str, Any]:
+        """Evaluates a checkpoint from outside output_dir (e.g. --init_checkpoint): written,
+        but never the best of this run."""
+        if self.load is not None:
+            self.load(path)
+        results = self.evaluate(path)
+        if self.writes:
+            write_eval_results(self.results_path, results, self.layout)
+        return results
+
+    def _record(self, path: str, results: Mapping[str, Any]) -> None:
+        if not self.writes:
+            return
+        self.keeper.update(path, results)
+        _, _, best = self.keeper.read()
+        write_eval_results(self.results_path, results, self.layout, best)

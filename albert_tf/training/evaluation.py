@@ -1,0 +1,80 @@
+"""The one evaluation path: run a function over every batch, gather its outputs on the host.
+
+Every evaluation in the package goes through ``BatchRunner``: the Trainer's loss and
+metric sums, GLUE's dev metrics and test predictions, SQuAD's answers. Metrics that
+are not sums over examples (F1, Matthews correlation, Pearson/Spearman, SQuAD's
+scoring) cannot be computed batch by batch in the graph; gathering the outputs and
+computing on the host gives every such metric exactly, over the whole set.
+
+Placement: with a strategy, the local replicas each take one batch at a time (a last
+group smaller than the replica count runs on the host); without, everything runs on the
+host. Outputs come back in the dataset's order either way. Adding up across workers
+is the caller's business (``Trainer.evaluate`` does it with one collective).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+StepFn = Callable[[Mapping[str, tf.Tensor]], Mapping[str, tf.Tensor]]
+
+
+class BatchRunner:
+    """``gather(dataset)`` runs ``step_fn(batch) -> {name: tensor}`` on every batch and returns
+    ``{name: numpy array}``: tensors with a batch dimension concatenated, scalars stacked
+    (one value per batch). The traced functions are kept for the next ``gather``."""
+
+    def __init__(self, step_fn: StepFn, strategy: tf.distribute.Strategy | None = None):
+        self.step_fn = step_fn
+        self.strategy = strategy
+        self.num_local_replicas = len(strategy.extended.worker_devices) if strategy is not None else 1
+        self._on_host: dict[str, Callable] = {}  # by element spec
+        self._on_replicas = (tf.function(lambda batch: strategy.run(step_fn, args=(batch,)))
+                             if strategy is not None else None)
+
+    def _host_fn(self, element_spec) -> Callable:
+        """``step_fn`` traced once for any batch size (a smaller last batch needs no new trace)."""
+        key = repr(element_spec)
+        if key not in self._on_host:
+            relaxed = tf.nest.map_structure(
+                lambda spec: tf.TensorSpec([None, *spec.shape[1:]], spec.dtype) if spec.shape.rank else spec,
+                element_spec)
+            self._on_host[key] = tf.function(self.step_fn, input_signature=[relaxed])
+        return self._on_host[key]
+
+    def gather(self, dataset: tf.data.Dataset, max_steps: int | None = None) -> dict[str, np.ndarray]:
+        """All of ``dataset`` (or ``max_steps`` steps of one batch per local replica)."""
+        outputs: dict[str, list[np.ndarray]] = {}
+
+        def add(values: Mapping[str, tf.Tensor]) -> None:
+            for name, value in values.items():
+                outputs.setdefault(name, []).append(np.asarray(value))
+
+        on_host = self._host_fn(dataset.element_spec)
+        iterator = iter(dataset)
+        steps = 0
+        while max_steps is None or steps < max_steps:
+            batches = []
+            for _ in range(self.num_local_replicas):
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                batches.append(optional.get_value())
+            if self._on_replicas is not None and len(batches) == self.num_local_replicas:
+                feed = iter(batches)
+                features = self.strategy.experimental_distribute_values_from_function(lambda ctx: next(feed))
+                result = self._on_replicas(features)
+                for local in range(self.num_local_replicas):
+                    add(tf.nest.map_structure(
+                        lambda x, i=local: self.strategy.experimental_local_results(x)[i], result))
+                steps += 1
+                continue
+            for batch in batches:
+                add(on_host(batch))
+            if len(batches) < self.num_local_replicas or not batches:
+                break
+            steps += 1
+        return {name: np.stack(values) if values[0].ndim == 0 else np.concatenate(values)
+                for name, values in outputs.items()}

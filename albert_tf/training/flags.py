@@ -1,0 +1,100 @@
+"""The flags every training driver shares, defined once, and what they build.
+
+``define_flags()`` defines the distribution, precision and TPU flags and the loop's
+(``--iterations_per_loop``, ``--save_checkpoints_steps``, ``--keep_checkpoint_max``,
+``--log_steps``, ``--gradient_accumulation_steps``, ``--enable_xla``, ``--seed``); a driver
+passes the defaults that differ from the rest (run_pretraining saves every 5000 steps,
+as the original did). ``strategy_from_flags`` and ``train_config_from_flags`` read them:
+a driver adds only what its flags say differently (the step count, an absolute
+output_dir).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from absl import flags
+
+from albert_tf.training.distribution import PRECISIONS, STRATEGIES, create_strategy, set_mixed_precision
+from albert_tf.training.loop import TrainConfig
+
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
+
+# (kind, name, default, help, enum values); the loop's defaults come from TrainConfig.
+_FLAGS: tuple[tuple[str, str, Any, str, list | None], ...] = (
+    ("enum", "distribution_strategy", "one_device", "How to spread training over devices.", list(STRATEGIES)),
+    ("integer", "num_gpus", 0, "GPUs for --distribution_strategy=mirrored (0 = all visible; without GPUs, "
+     "N > 1 splits the CPU into N logical devices).", None),
+    ("enum", "mixed_precision", "none", "Compute precision: none (float32), bf16, or fp16 (with dynamic loss "
+     "scaling).", list(PRECISIONS)),
+    ("bool", "enable_xla", _DEFAULTS["enable_xla"], "Compile the forward/backward step with XLA.", None),
+    ("integer", "gradient_accumulation_steps", _DEFAULTS["gradient_accumulation_steps"], "Split each batch into "
+     "this many micro-batches and apply one update with their mean gradient (the same update as the whole "
+     "batch).", None),
+    ("integer", "log_steps", _DEFAULTS["log_steps"], "Print a progress line and write summaries every this many "
+     "steps.", None),
+    ("integer", "seed", _DEFAULTS["seed"], "Seed for initialization, data shuffling and dropout.", None),
+    ("integer", "iterations_per_loop", _DEFAULTS["steps_per_loop"], "Training steps per host call (one "
+     "tf.function call).", None),
+    ("integer", "save_checkpoints_steps", _DEFAULTS["save_checkpoints_steps"], "Save a checkpoint every this "
+     "many steps (drivers with --do_eval evaluate each one).", None),
+    ("integer", "keep_checkpoint_max", _DEFAULTS["keep_checkpoint_max"], "How many recent checkpoints to keep "
+     "(model.ckpt-best is kept apart).", None),
+    ("bool", "use_tpu", False, "Whether to use TPU (implies --distribution_strategy=tpu).", None),
+    ("string", "tpu_name", None, "The Cloud TPU to use: a name or grpc://ip.address.of.tpu:8470.", None),
+    ("string", "tpu_zone", None, "GCE zone of the Cloud TPU (detected when possible).", None),
+    ("string", "gcp_project", None, "GCP project of the Cloud TPU (detected when possible).", None),
+    ("string", "master", None, "TensorFlow master URL (used as the TPU address if --tpu_name is unset).", None),
+    ("integer", "num_tpu_cores", 8, "Kept for compatibility: TPUStrategy finds the cores itself.", None),
+)
+# TrainConfig field -> the flag it is read from (same name unless listed).
+_FIELD_FLAGS = {"steps_per_loop": "iterations_per_loop"}
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -> None:
+    """Defines the shared flags (skipping any the driver already defined); ``defaults``
+    changes a flag's default for this driver, e.g. ``save_checkpoints_steps=5000``."""
+    unknown = set(defaults) - {name for _, name, _, _, _ in _FLAGS}
+    if unknown:
+        raise ValueError(f"define_flags: no shared flag {', '.join(sorted(unknown))}")
+    for kind, name, default, help_text, enum_values in _FLAGS:
+        if name in flag_values:
+            continue
+        default = defaults.get(name, default)
+        if kind == "enum":
+            flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
+        else:
+            getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
+
+
+def strategy_from_flags(flag_values: flags.FlagValues | None = None):
+    """Sets the precision policy and builds the strategy from ``define_flags()``'s flags."""
+    f = flag_values or flags.FLAGS
+    set_mixed_precision(f.mixed_precision)
+    return create_strategy(
+        distribution_strategy=f.distribution_strategy,
+        num_gpus=f.num_gpus,
+        use_tpu=f.use_tpu,
+        tpu_name=f.tpu_name,
+        tpu_zone=f.tpu_zone,
+        gcp_project=f.gcp_project,
+        master=f.master,
+    )
+
+
+def train_config_from_flags(flag_values: flags.FlagValues | None = None, **overrides: Any) -> TrainConfig:
+    """The loop's settings from the flags of the same names (``--output_dir``,
+    ``--train_batch_size``, ``--num_train_steps`` when the driver has them, and the shared
+    ones); ``overrides`` set what a driver computes (e.g. ``num_train_steps`` from epochs)."""
+    f = flag_values or flags.FLAGS
+    values = {}
+    for field in dataclasses.fields(TrainConfig):
+        name = _FIELD_FLAGS.get(field.name, field.name)
+        if name in f:
+            values[field.name] = getattr(f, name)
+    values.update(overrides)
+    missing = [field.name for field in dataclasses.fields(TrainConfig)
+               if field.name not in values and field.default is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"train_config_from_flags: no flag or override for {', '.join(missing)}")
+    return TrainConfig(**values)

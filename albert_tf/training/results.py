@@ -1,0 +1,88 @@
+"""``eval_results.txt``: the one writer, with each driver's layout as data.
+
+The original wrote ``key = value`` lines; each of its drivers added something:
+run_classifier a ``best = <best so far>`` line and a rule of 50 ``=`` after each
+evaluated checkpoint, run_squad keys in the evaluator's order. A ``ResultsLayout``
+says which; ``format_eval_results`` and ``write_eval_results`` do the rest. The
+layouts of our drivers live with them (``pretraining.RESULTS_LAYOUT``,
+``glue.outputs.RESULTS_LAYOUT``, ``squad.postprocess.RESULTS_LAYOUT``).
+
+Pure Python (no TensorFlow): the GLUE output writers import ``format_value``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Mapping
+
+import numpy as np
+
+from albert_tf.fileio import atomic_write_text, read_text
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultsLayout:
+    """How one driver writes its evaluations.
+
+    sort_keys: keys in sorted order (the original's ``sorted(result.keys())``), else as given.
+    best_line: add ``best = <value>`` (the best key metric so far) to each block.
+    separator: a line closing each block ("" for none).
+    tuned_keys / tuned_comment: keys written last, under a comment saying why.
+    append: each evaluation adds a block (one per checkpoint) instead of replacing the file.
+    """
+
+    sort_keys: bool = True
+    best_line: bool = False
+    separator: str = ""
+    tuned_keys: tuple[str, ...] = ()
+    tuned_comment: str = ""
+    append: bool = True
+
+
+def format_value(value) -> str:
+    """Shortest text that reads back to the same number, in the value's own precision
+    (float32 values print as the original's str(np.float32) did)."""
+    if isinstance(value, np.floating):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (np.integer, int)):
+        return str(int(value))
+    return str(value)
+
+
+def format_eval_results(results: Mapping[str, object], layout: ResultsLayout, best: float | None = None) -> str:
+    """One block of ``key = value`` lines as ``layout`` says."""
+    keys = [k for k in results if k not in layout.tuned_keys]
+    if layout.sort_keys:
+        keys = sorted(keys)
+    lines = [f"{key} = {format_value(results[key])}" for key in keys]
+    tuned = [k for k in layout.tuned_keys if k in results]
+    if tuned:
+        lines.append(layout.tuned_comment)
+        lines += [f"{key} = {format_value(results[key])}" for key in tuned]
+    if layout.best_line and best is not None:
+        lines.append(f"best = {format_value(best)}")
+    if layout.separator:
+        lines.append(layout.separator)
+    return "\n".join(lines) + "\n"
+
+
+def write_eval_results(path: str | os.PathLike, results: Mapping[str, object], layout: ResultsLayout,
+                       best: float | None = None) -> str:
+    """Writes (or, with ``layout.append``, adds) one block to ``path`` atomically; local or remote."""
+    block = format_eval_results(results, layout, best)
+    previous = (read_text(path) or "") if layout.append else ""
+    return atomic_write_text(path, previous + block)
+
+
+def read_eval_results(path: str | os.PathLike) -> dict[str, str]:
+    """Parses an ``eval_results.txt`` (last value of each key wins; comments and rules skipped)."""
+    results = {}
+    for line in (read_text(path) or "").splitlines():
+        if " = " in line and not line.startswith("#"):
+            key, value = line.split(" = ", 1)
+            results[key] = value
+    return results

@@ -1,0 +1,67 @@
+"""Stopping a run cleanly: SIGTERM/SIGINT become a request the in-graph loop reads, and
+the loop's steps run in a thread so that the main thread sees a signal at once."""
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any, Callable
+
+import tensorflow as tf
+from absl import logging
+
+
+class TrainingInterrupted(SystemExit):
+    """Raised after SIGTERM/SIGINT once a checkpoint is written; exits the process with 0."""
+
+    def __init__(self, message: str):
+        super().__init__(0)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StopSignals:
+    """Turns SIGTERM/SIGINT into a stop request (a second SIGINT aborts at once)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.received: str | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        logging.warning("Received %s: stopping after the current step to write a checkpoint.", self.received)
+
+    def __enter__(self):
+        if self.enabled:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def run_interruptibly(fn: Callable[..., Any], *args, signals: StopSignals, stop_flag: tf.Variable) -> Any:
+    """Runs ``fn`` in a thread; sets ``stop_flag`` to 1 as soon as a signal arrives."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = e
+
+    thread = threading.Thread(target=target, name="albert_tf-train-steps", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(timeout=0.2)
+        if signals.received and float(stop_flag.numpy()) == 0.0:
+            stop_flag.assign(1.0)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

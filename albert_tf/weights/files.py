@@ -1,0 +1,132 @@
+"""Checkpoint files in a folder, written so that a crash never leaves a bad state.
+
+Layout (as the original's Estimator): ``model.ckpt-<step>.index`` and
+``model.ckpt-<step>.data-*`` plus a ``checkpoint`` state file that
+``tf.train.latest_checkpoint`` reads. Files that extend a prefix with a dot
+(``model.ckpt-<step>.input-0.*``, the training run's input positions) belong to it
+and go when it goes.
+
+Atomicity: a checkpoint is written under a temporary prefix, its files renamed to
+the final prefix (data first, index last: the index is what makes it loadable), and
+only then is the state file replaced (``albert_tf.fileio``). An interrupted save
+leaves the state file pointing at the previous checkpoint. Both the converter
+(``weights.saving``) and the training run (``training.checkpoint_policy``) write
+through here; what a run saves and keeps is the policy's business.
+"""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import Callable
+
+import tensorflow as tf
+
+from albert_tf.fileio import TMP_MARK, atomic_write_text
+
+CHECKPOINT_BASENAME = "model.ckpt"
+BEST_BASENAME = "model.ckpt-best"
+STATE_FILENAME = "checkpoint"
+
+
+def checkpoint_prefix(output_dir: str, step: int) -> str:
+    return os.path.join(output_dir, f"{CHECKPOINT_BASENAME}-{int(step)}")
+
+
+def step_of(checkpoint_path: str) -> int | None:
+    """The step number of ``.../model.ckpt-<step>``, None for other names."""
+    match = re.search(r"-(\d+)$", checkpoint_path)
+    return int(match.group(1)) if match else None
+
+
+def _files_of(prefix: str) -> list[str]:
+    """The files of one checkpoint prefix (its index and data shards, nothing else)."""
+    files = tf.io.gfile.glob(prefix + ".data-*") + tf.io.gfile.glob(prefix + ".index")
+    return sorted(files)
+
+
+def _move_checkpoint_files(src_prefix: str, dst_prefix: str, copy: bool = False) -> None:
+    """Renames (or copies) a checkpoint's files to a new prefix, the index last."""
+    files = _files_of(src_prefix)
+    if not any(f.endswith(".index") for f in files):
+        raise FileNotFoundError(f"no checkpoint at {src_prefix} (missing {src_prefix}.index)")
+    # Remove an older checkpoint of the same name, index first (so it is never half-replaced).
+    for old in sorted(_files_of(dst_prefix), key=lambda f: not f.endswith(".index")):
+        tf.io.gfile.remove(old)
+    data = [f for f in files if not f.endswith(".index")]
+    index = [f for f in files if f.endswith(".index")]
+    for src in data + index:
+        dst = dst_prefix + src[len(src_prefix):]
+        if copy:
+            tmp = f"{dst}{TMP_MARK}{uuid.uuid4().hex}"
+            tf.io.gfile.copy(src, tmp, overwrite=True)
+            tf.io.gfile.rename(tmp, dst, overwrite=True)
+        else:
+            tf.io.gfile.rename(src, dst, overwrite=True)
+
+
+def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
+    """``write(tmp_prefix)`` to a temporary prefix beside ``prefix``, then renames its files
+    to ``prefix``; a failed write removes the temporary files."""
+    directory, base = os.path.split(prefix)
+    tf.io.gfile.makedirs(directory or ".")
+    tmp_prefix = os.path.join(directory, f"{TMP_MARK}{uuid.uuid4().hex}-{base}")
+    try:
+        write(tmp_prefix)
+        _move_checkpoint_files(tmp_prefix, prefix)
+    finally:
+        for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
+            tf.io.gfile.remove(leftover)
+    return prefix
+
+
+def write_checkpoint_atomically(checkpoint: tf.train.Checkpoint, prefix: str) -> str:
+    """``checkpoint.write`` to ``prefix`` through a temporary prefix."""
+    return write_prefix_atomically(checkpoint.write, prefix)
+
+
+def all_checkpoints(output_dir: str) -> list[str]:
+    """The checkpoints the state file lists, oldest first, as paths usable from here
+    (tf.train.get_checkpoint_state already puts ``output_dir`` before relative entries)."""
+    state = tf.train.get_checkpoint_state(output_dir)
+    if state is None:
+        return []
+    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+
+
+def update_state_file(output_dir: str, checkpoint_path: str, keep_checkpoint_max: int) -> list[str]:
+    """Makes ``checkpoint_path`` the latest; drops (and deletes) all but the newest
+    ``keep_checkpoint_max`` (0 or less: keep all).  Returns the deleted prefixes."""
+    kept = [p for p in all_checkpoints(output_dir) if p != checkpoint_path] + [checkpoint_path]
+    removed: list[str] = []
+    if keep_checkpoint_max > 0 and len(kept) > keep_checkpoint_max:
+        removed, kept = kept[:-keep_checkpoint_max], kept[-keep_checkpoint_max:]
+    rel = lambda p: os.path.relpath(p, output_dir) if p.startswith(output_dir) else p  # noqa: E731
+    lines = [f'model_checkpoint_path: "{rel(checkpoint_path)}"']
+    lines += [f'all_model_checkpoint_paths: "{rel(p)}"' for p in kept]
+    atomic_write_text(os.path.join(output_dir, STATE_FILENAME), "\n".join(lines) + "\n")
+    for prefix in removed:
+        delete_checkpoint(prefix)
+    return removed
+
+
+def delete_checkpoint(prefix: str) -> None:
+    """Deletes a checkpoint and the files that extend its prefix (never ``model.ckpt-best``)."""
+    if prefix.endswith(BEST_BASENAME):
+        return
+    for f in tf.io.gfile.glob(prefix + ".*"):
+        tf.io.gfile.remove(f)
+
+
+def remove_stale_temporaries(output_dir: str) -> None:
+    """Deletes leftovers of saves interrupted by a crash (temporary prefixes and files)."""
+    for f in tf.io.gfile.glob(os.path.join(output_dir, f"*{TMP_MARK}*")):
+        if tf.io.gfile.isdir(f):
+            tf.io.gfile.rmtree(f)
+        else:
+            tf.io.gfile.remove(f)
+
+
+def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:
+    """Copies a checkpoint's files (index last, each via a temporary name)."""
+    _move_checkpoint_files(src_prefix, dst_prefix, copy=True)

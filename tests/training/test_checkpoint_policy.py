@@ -1,0 +1,165 @@
+"""Atomic checkpoint writes, the state file, keep-max, the best checkpoint and eval_results.txt."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.training import checkpoint_policy, results
+from albert_tf.weights import files
+
+
+def make_checkpoint(value: float) -> tf.train.Checkpoint:
+    return tf.train.Checkpoint(w=tf.Variable([value, value]))
+
+
+def save(output_dir, step, value, keep=5):
+    prefix = files.write_checkpoint_atomically(
+        make_checkpoint(value), files.checkpoint_prefix(str(output_dir), step))
+    files.update_state_file(str(output_dir), prefix, keep)
+    return prefix
+
+
+def test_state_file_keep_max_and_deletion(tmp_path):
+    for step in (1, 2, 3):
+        save(tmp_path, step, float(step), keep=2)
+    (tmp_path / "model.ckpt-3.input-0.index").write_text("x")  # an input state beside it
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-3")
+    assert files.all_checkpoints(str(tmp_path)) == [str(tmp_path / "model.ckpt-2"),
+                                                            str(tmp_path / "model.ckpt-3")]
+    assert not list(tmp_path.glob("model.ckpt-1.*"))
+    save(tmp_path, 4, 4.0, keep=2)
+    assert not list(tmp_path.glob("model.ckpt-2.*"))
+    assert (tmp_path / "model.ckpt-3.input-0.index").exists()
+    save(tmp_path, 5, 5.0, keep=2)
+    assert not list(tmp_path.glob("model.ckpt-3*")), "input states go with their checkpoint"
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_relative_output_dir(tmp_path, monkeypatch):
+    """A relative --output_dir: the state file's entries must resolve once, not twice."""
+    monkeypatch.chdir(tmp_path)
+    for step in (1, 2):
+        save("out", step, float(step), keep=5)
+    assert files.all_checkpoints("out") == ["out/model.ckpt-1", "out/model.ckpt-2"]
+    save("out", 3, 3.0, keep=2)
+    assert files.all_checkpoints("out") == ["out/model.ckpt-2", "out/model.ckpt-3"]
+    assert not list((tmp_path / "out").glob("model.ckpt-1.*"))
+
+
+def test_interrupted_save_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    save(tmp_path, 1, 1.0)
+    real_rename = tf.io.gfile.rename
+
+    def crash_on_index(src, dst, overwrite=False):
+        if dst.endswith(".index"):
+            raise OSError("disk full (simulated)")
+        return real_rename(src, dst, overwrite=overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "rename", crash_on_index)
+    with pytest.raises(OSError, match="simulated"):
+        save(tmp_path, 2, 2.0)
+    monkeypatch.setattr(tf.io.gfile, "rename", real_rename)
+
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    assert latest == str(tmp_path / "model.ckpt-1")
+    restored = make_checkpoint(0.0)
+    restored.read(latest).assert_consumed()
+    assert restored.w.numpy().tolist() == [1.0, 1.0]
+    assert not list(tmp_path.glob("*.tmp-*"))  # a failed write removes its temporaries ...
+    (tmp_path / ".tmp-0123-model.ckpt-3.index").write_text("x")  # ... a killed process cannot
+    files.remove_stale_temporaries(str(tmp_path))
+    assert not list(tmp_path.glob("*.tmp-*"))  # ... and the next run removes what it left
+
+
+def test_state_file_is_replaced_atomically(tmp_path, monkeypatch):
+    save(tmp_path, 1, 1.0)
+    monkeypatch.setattr(os, "replace", lambda *a, **k: (_ for _ in ()).throw(OSError("crash")))
+    with pytest.raises(OSError):
+        files.update_state_file(str(tmp_path), str(tmp_path / "model.ckpt-9"), 5)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-1")
+
+
+def test_best_checkpoint_keeper(tmp_path):
+    keeper = checkpoint_policy.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    assert keeper.read() == (-1, -1, None)
+    assert keeper.update(save(tmp_path, 10, 1.0), {"accuracy": 0.5})
+    assert not keeper.update(save(tmp_path, 20, 2.0), {"accuracy": 0.4})
+    assert keeper.read() == (20, 10, 0.5)
+    assert (tmp_path / "best_trial.txt").read_text() == "20:10:0.5"
+    assert keeper.update(save(tmp_path, 30, 3.0), {"accuracy": 0.7})
+    restored = make_checkpoint(0.0)
+    restored.read(str(tmp_path / "model.ckpt-best")).assert_consumed()
+    assert restored.w.numpy().tolist() == [3.0, 3.0]
+    # keep_checkpoint_max never deletes the best copy.
+    files.delete_checkpoint(str(tmp_path / "model.ckpt-best"))
+    assert (tmp_path / "model.ckpt-best.index").exists()
+    lower = checkpoint_policy.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
+    tf.io.gfile.makedirs(str(tmp_path / "sub"))
+    assert lower.update(str(tmp_path / "model.ckpt-10"), {"loss": 2.0})
+    assert lower.update(str(tmp_path / "model.ckpt-20"), {"loss": 1.0})
+    with pytest.raises(KeyError, match="no 'loss'"):
+        lower.update(str(tmp_path / "model.ckpt-10"), {"accuracy": 1.0})
+
+
+def test_eval_results_file(tmp_path):
+    path = str(tmp_path / "eval_results.txt")
+    plain = results.ResultsLayout()
+    results.write_eval_results(path, {"masked_lm_accuracy": 0.5, "global_step": 10, "loss": 2.25},
+                               results.ResultsLayout(append=False))
+    assert open(path).read() == "global_step = 10\nloss = 2.25\nmasked_lm_accuracy = 0.5\n"
+    results.write_eval_results(path, {"global_step": 20}, plain)
+    assert open(path).read().endswith("masked_lm_accuracy = 0.5\nglobal_step = 20\n")
+    assert results.read_eval_results(path)["global_step"] == "20"
+
+
+def test_save_hooks_see_each_checkpoint_with_its_weights(toy, toy_data, tmp_path):
+    trainer = toy.make_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), toy_data["train"], str(tmp_path),
+                               keep_checkpoint_max=1, dropout=0.0)
+    seen = []
+
+    def hook(path):
+        reader = tf.train.load_checkpoint(path)  # still on disk: pruning comes with the next save
+        saved = reader.get_tensor("model/out/kernel/.ATTRIBUTES/VARIABLE_VALUE")
+        seen.append((files.step_of(path), bool((saved == trainer.model.out.kernel.numpy()).all())))
+
+    trainer.add_save_hook(hook)
+    trainer.train()
+    assert seen == [(4, True), (8, True), (12, True)]
+
+
+def test_checkpoint_evaluator_scores_each_checkpoint_once_and_keeps_the_best(toy, toy_data, tmp_path):
+    scripted = {4: 0.5, 8: 0.9, 12: 0.7}
+    calls = []
+
+    def evaluate(path):
+        calls.append(files.step_of(path))
+        return {"accuracy": scripted[files.step_of(path)], "global_step": files.step_of(path)}
+
+    layout = results.ResultsLayout(best_line=True, separator="-" * 3)
+    trainer = toy.make_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), toy_data["train"], str(tmp_path),
+                               keep_checkpoint_max=1, dropout=0.0)
+    evaluator = checkpoint_policy.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
+    trainer.add_save_hook(evaluator.after_save)
+    trainer.train()
+    assert calls == [4, 8, 12]  # every checkpoint, although keep_checkpoint_max=1 deleted two
+    assert (tmp_path / "best_trial.txt").read_text() == "12:8:0.9"
+    assert (tmp_path / "eval_results.txt").read_text() == (
+        "accuracy = 0.5\nglobal_step = 4\nbest = 0.5\n---\n"
+        "accuracy = 0.9\nglobal_step = 8\nbest = 0.9\n---\n"
+        "accuracy = 0.7\nglobal_step = 12\nbest = 0.9\n---\n")
+    best = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-best"))
+    assert best.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 8
+    # A rerun finds nothing left to evaluate.
+    assert checkpoint_policy.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout).evaluate_pending() == 0
+    assert calls == [4, 8, 12]
+
+
+def test_results_layouts(tmp_path):
+    tuned = results.ResultsLayout(sort_keys=False, append=False, tuned_keys=("best_f1",), tuned_comment="# tuned")
+    text = results.format_eval_results({"f1": 0.5, "exact": np.float32(0.25), "best_f1": 0.75, "total": 3}, tuned)
+    assert text == "f1 = 0.5\nexact = 0.25\ntotal = 3\n# tuned\nbest_f1 = 0.75\n"
+    path = tmp_path / "eval_results.txt"
+    results.write_eval_results(path, {"f1": 1.0}, tuned)
+    results.write_eval_results(path, {"f1": 2.0}, tuned)  # not appended: one evaluation per file
+    assert path.read_text() == "f1 = 2.0\n"
