@@ -8,9 +8,8 @@ setup(
     version="0.1.0",
     description="Google's ALBERT on TensorFlow 2 / Keras 2: same flags, files and numbers",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
-    # The drivers live in albert_tf/drivers; the checkout's run_*.py only launch them, so
-    # installing adds no top-level module beside other packages.
-    py_modules=["create_pretraining_data"],
+    # The drivers live in albert_tf/drivers; the checkout's top-level scripts only launch
+    # them, so installing adds no top-level module beside other packages.
     python_requires=">=3.10",
     install_requires=[
         "tensorflow==2.21.0",
@@ -25,7 +24,7 @@ setup(
     extras_require={"test": ["pytest>=8"]},
     entry_points={
         "console_scripts": [
-            "albert-create-pretraining-data=create_pretraining_data:run",
+            "albert-create-pretraining-data=albert_tf.drivers.create_pretraining_data:run",
             "albert-run-pretraining=albert_tf.drivers.run_pretraining:run",
             "albert-run-classifier=albert_tf.drivers.run_classifier:run",
             "albert-run-squad=albert_tf.drivers.run_squad:run",

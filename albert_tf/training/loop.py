@@ -507,9 +507,11 @@ class Trainer:
                     interval = self._new_interval(step)
                 if self.policy.is_due(step, cfg.num_train_steps, stopped) and self._last_saved_step != step:
                     checkpoint_path = self.save_checkpoint(input_checkpoint)
-                    if not stopped:
+                    if not stopped and self.save_hooks:
+                        started = time.time()
                         for hook in self.save_hooks:
                             hook(checkpoint_path)
+                        interval["start_time"] += time.time() - started  # examples/s counts training only
                 if stopped:
                     writer.flush()
                     message = (f"Stopped by {signals.received or 'a signal on another worker'} at step {step}; "
