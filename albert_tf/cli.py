@@ -20,9 +20,11 @@ EXIT_USER_ERROR = 1
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    import tensorflow as tf
-
-    return (ValueError, OSError, tf.errors.OpError, RunError)
+    # A TensorFlow error can only come from a driver that loaded TensorFlow: don't import it
+    # (seconds) to classify the errors of one that did not (create_pretraining_data).
+    tf = sys.modules.get("tensorflow")
+    op_error = (tf.errors.OpError,) if tf is not None else ()
+    return (ValueError, OSError, RunError, *op_error)
 
 
 def error_line(err: BaseException) -> str:
