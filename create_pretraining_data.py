@@ -59,6 +59,9 @@ flags.DEFINE_float("block_size_mb", 2.0,
                    "Documents are processed in blocks of about this much text: the unit of parallel work, of "
                    "instance shuffling and of the random-document pool. Peak memory grows with it, not with the "
                    "corpus. Part of the output's identity (like --random_seed).")
+flags.DEFINE_string("input_file_mode", "r",
+                    "The original's open() mode for the input files (\"r\" or \"rb\"); accepted for "
+                    "compatibility with no effect: input is always read as UTF-8 bytes here.")
 
 
 def _usable_cpus() -> int:
@@ -101,6 +104,8 @@ def config_from_flags() -> PipelineConfig:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.input_file_mode not in ("r", "rb"):
+        raise ValueError(f"--input_file_mode={FLAGS.input_file_mode!r}: expected \"r\" or \"rb\"")
     summary = create_pretraining_data(config_from_flags())
     sys.stderr.write(
         f"create_pretraining_data: wrote {summary['instances']} instances to "
