@@ -4,6 +4,7 @@ Signatures (all batch-first, int32 ids):
 - `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
 - `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs)
 - `sop`: input_ids, input_mask, segment_ids -> sop_log_probs [B,2] (log-probabilities)
+  (and the `tokens` outputs, as the original module's signature)
 - `tokenization_info`: () -> spm_model_file (or vocab_file) asset path, do_lower_case
 - `serving_default`: text (tf.string [N]) -> tokenized in-graph as `[CLS] text [SEP]`
   up to max_seq_length, then the `tokens` outputs plus the input_ids/input_mask used.
@@ -60,7 +61,9 @@ class HubModule(tf.Module):
         encoded = self._model.encoder({"input_ids": input_ids, "input_mask": input_mask,
                                        "segment_ids": segment_ids}, training=False)
         logits = self._model.sentence_order(encoded["pooled_output"])
-        return {"sop_log_probs": tf.nn.log_softmax(logits, axis=-1)}
+        return {"sop_log_probs": tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1),
+                "sequence_output": tf.cast(encoded["sequence_output"], tf.float32),
+                "pooled_output": tf.cast(encoded["pooled_output"], tf.float32)}
 
     def tokenization_info(self):
         return {"vocab_file": self.tokenizer_asset.asset_path, "do_lower_case": self.do_lower_case}

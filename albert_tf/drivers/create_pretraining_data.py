@@ -65,6 +65,9 @@ flags.DEFINE_float("block_size_mb", 1.0,
 flags.DEFINE_float("shuffle_bucket_mb", 64.0,
                    "The final shuffle sorts at most this many MB of instances in memory at once. The output does "
                    "not depend on it.")
+flags.DEFINE_string("input_file_mode", "r",
+                    "The original's open() mode for the input files (\"r\" or \"rb\"); accepted for "
+                    "compatibility with no effect: input is always read as UTF-8 bytes here.")
 flags.DEFINE_string("tmp_dir", None,
                     "Directory for temporary files (tokenized corpus, about half the input; shuffle buckets, about "
                     "the output's size), removed at the end. Default: the directory of the (first) output file.")
@@ -117,6 +120,8 @@ def _terminate(signum, frame):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.input_file_mode not in ("r", "rb"):
+        raise ValueError(f"--input_file_mode={FLAGS.input_file_mode!r}: expected \"r\" or \"rb\"")
     signal.signal(signal.SIGTERM, _terminate)
     try:
         summary = create_pretraining_data(config_from_flags())

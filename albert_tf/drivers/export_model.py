@@ -5,6 +5,12 @@ module's signatures (tokens, mlm, sop, tokenization_info) plus a raw-text
   python export_model.py --albert_config_file=albert_base/albert_config.json \
       --checkpoint=albert_base/model.ckpt-best --spm_model_file=albert_base/30k-clean.model \
       --export_path=exported/albert_base
+
+The original export_to_tfhub.py's form works too: ``--albert_directory`` holding
+albert_config.json, the checkpoint (``--checkpoint_name``, default model.ckpt-best)
+and 30k-clean.model; the three file flags above default to the files in it.
+
+  python export_model.py --albert_directory=albert_base --export_path=exported/albert_base
 """
 from __future__ import annotations
 
@@ -13,6 +19,14 @@ from absl import flags
 from albert_tf.cli import reports_errors, require_flags, run_driver
 
 FLAGS = flags.FLAGS
+flags.DEFINE_string("albert_directory", None,
+                    "export_to_tfhub.py's form: a folder with albert_config.json, the checkpoint "
+                    "(--checkpoint_name) and 30k-clean.model, the defaults of the three file flags.")
+flags.DEFINE_string("checkpoint_name", "model.ckpt-best",
+                    "With --albert_directory: the checkpoint's name in it (as export_to_tfhub.py).")
+flags.DEFINE_bool("use_einsum", True,
+                  "Accepted for compatibility, no effect: the original chose tf.einsum or reshape+matmul "
+                  "for dense layers (TFLite needed the latter); this port's layers convert either way.")
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
 flags.DEFINE_string("checkpoint", None, "Checkpoint to export (Google TF1, TF-Hub module dir or ours).")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model (English releases).")
@@ -24,11 +38,30 @@ flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
                   "head); those outputs are then meaningless.")
 REQUIRED = ("albert_config_file", "checkpoint", "export_path")
+# --albert_directory's files, as export_to_tfhub.py named them.
+DIRECTORY_FILES = {"albert_config_file": "albert_config.json", "spm_model_file": "30k-clean.model"}
+
+
+def _fill_from_albert_directory() -> None:
+    """Unset file flags default to the files of --albert_directory (explicit flags win)."""
+    import os
+
+    folder = FLAGS.albert_directory
+    if not folder:
+        return
+    if not os.path.isdir(folder):
+        raise ValueError(f"--albert_directory={folder}: not a directory")
+    for name, filename in DIRECTORY_FILES.items():
+        if getattr(FLAGS, name) is None and not (name == "spm_model_file" and FLAGS.vocab_file):
+            setattr(FLAGS, name, os.path.join(folder, filename))
+    if FLAGS.checkpoint is None:
+        FLAGS.checkpoint = os.path.join(folder, FLAGS.checkpoint_name)
 
 
 @reports_errors
 def main(argv) -> int:
     del argv
+    _fill_from_albert_directory()
     require_flags(FLAGS, *REQUIRED)
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
     from albert_tf.export import export_hub_module

@@ -122,12 +122,15 @@ def _job_from_flags():
 @reports_errors
 def main(argv) -> int:
     del argv
+    import dataclasses
+
     from albert_tf.glue.runner import run_job
-    from albert_tf.training import strategy_from_flags
+    from albert_tf.training import one_hot_embeddings, strategy_from_flags
 
     logging.set_verbosity(logging.INFO)
     job = _job_from_flags()
     strategy = strategy_from_flags(FLAGS)
+    job = dataclasses.replace(job, use_one_hot_embeddings=one_hot_embeddings(strategy))
     produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
     for name, value in produced.items():
         logging.info("%s: %s", name, value)

@@ -54,11 +54,10 @@ def _check_flags() -> None:
 @reports_errors
 def main(argv) -> int:
     del argv
-    import tensorflow as tf
-
     from albert_tf import AlbertConfig
     from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
-    from albert_tf.training import Trainer, create_optimizer, strategy_from_flags, train_config_from_flags
+    from albert_tf.training import (Trainer, create_optimizer, one_hot_embeddings, strategy_from_flags,
+                                    train_config_from_flags)
     from albert_tf.training.data import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
     from albert_tf.weights.files import all_checkpoints
@@ -72,7 +71,7 @@ def main(argv) -> int:
     task = pretraining_task(
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
         FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
-        FLAGS.init_from_group0, use_one_hot_embeddings=isinstance(strategy, tf.distribute.TPUStrategy),
+        FLAGS.init_from_group0, use_one_hot_embeddings=one_hot_embeddings(strategy),
         masked_lm_budget=FLAGS.masked_lm_budget)
 
     def optimizer_fn():

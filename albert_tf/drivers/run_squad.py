@@ -9,9 +9,24 @@
 XLNet-style head with a start/end beam and an answer verifier); without it,
 SQuAD 1.1 (run_squad_v1.py: linear start/end head).
 
+Model selection, as the original's: with --do_predict and a predict file that has
+answers, every checkpoint in --output_dir is scored (F1; 2.0: the F1 at the best null
+threshold), the best is kept as model.ckpt-best (best_trial.txt) and the prediction
+files come from it; eval_results.txt has one block per checkpoint (sorted keys,
+"best f1 = ...", a rule) and ends with the best's results and "best perf happened at
+step: N". Without answers, or without checkpoints in --output_dir, the latest
+checkpoint (else --init_checkpoint) answers once.
+
+--export_dir (1.1, as run_squad_v1.py): <export_dir>/saved_model/<time>/ (int32
+input_ids, input_mask, segment_ids [1, max_seq_length] -> start_logits, end_logits)
+and <export_dir>/albert_model.tflite, from model.ckpt-best (else the latest
+checkpoint, else --init_checkpoint).
+
 Differences from the original, on purpose:
-- predicting never needs --train_file, and a predict-only run predicts once with
-  the latest checkpoint in --output_dir (else --init_checkpoint) and exits;
+- predicting never needs --train_file, and a predict-only run scores the checkpoints
+  there are and exits (it does not wait for new ones);
+- with training, each checkpoint is scored as it is saved (so --keep_checkpoint_max
+  pruning never deletes an unscored one), and a rerun scores only new checkpoints;
 - every question of --predict_file gets an answer (no "MISMATCH DETECTED" drops);
 - 2.0: the null threshold is --null_score_diff_threshold (default 0), not tuned on
   the predicted data; eval_results.txt reports that threshold's scores, and the
@@ -68,6 +83,11 @@ flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may ha
 flags.DEFINE_integer("start_n_top", 5, "2.0: beam size for answer starts.")
 flags.DEFINE_integer("end_n_top", 5, "2.0: beam size for answer ends per start.")
 flags.DEFINE_float("dropout_prob", 0.1, "2.0: dropout in the answer verifier.")
+flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility, no effect: the original chose tf.einsum or "
+                  "reshape+matmul for dense layers (TFLite needed the latter); this port's layers convert "
+                  "to TFLite either way.")
+flags.DEFINE_string("export_dir", None, "1.1: export a SavedModel (saved_model/<time>/) and albert_model.tflite "
+                    "of model.ckpt-best (else the latest checkpoint) here.")
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "2.0: answer \"\" when the question's null score (min cls_logits over its "
                    "windows, see null_odds.json) exceeds this.")
@@ -76,8 +96,11 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
 def _validate(config) -> list[str]:
     f = FLAGS
     problems = []
-    if not f.do_train and not f.do_predict:
-        problems.append("at least one of --do_train or --do_predict must be set")
+    if not f.do_train and not f.do_predict and not f.export_dir:
+        problems.append("at least one of --do_train, --do_predict or --export_dir must be set")
+    if f.export_dir and f.version_2_with_negative:
+        problems.append("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
+                        "not available with --version_2_with_negative")
     if f.do_train and not f.train_file:
         problems.append("--do_train needs --train_file")
     if f.do_predict and not f.predict_file:
@@ -117,7 +140,8 @@ def main(argv) -> int:
     del argv
     from albert_tf.config import AlbertConfig
     from albert_tf.squad import pipeline
-    from albert_tf.training import create_optimizer, strategy_from_flags, train_config_from_flags
+    from albert_tf.training import (create_optimizer, one_hot_embeddings, strategy_from_flags,
+                                    train_config_from_flags)
     from albert_tf.vocab_check import check_tokenizer
 
     f = FLAGS
@@ -136,6 +160,12 @@ def main(argv) -> int:
         start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
         null_score_diff_threshold=f.null_score_diff_threshold)
     strategy = strategy_from_flags()
+    settings.use_one_hot_embeddings = one_hot_embeddings(strategy)
+    job = pipeline.PredictJob(
+        f.predict_file, f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
+        f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
+    # The original's model selection needs answers to score against.
+    select = f.do_predict and pipeline.has_gold_answers(pipeline.data.load_squad(f.predict_file))
     model = None
     if f.do_train:
         cached = pipeline.training_features(
@@ -145,18 +175,27 @@ def main(argv) -> int:
         trainer = pipeline.train(
             config, settings, strategy, cached, train_config_from_flags(f, num_train_steps=steps),
             lambda: create_optimizer(f.learning_rate, steps, warmup, optimizer=f.optimizer),
-            init_checkpoint=f.init_checkpoint)
+            init_checkpoint=f.init_checkpoint,
+            evaluator_for=(lambda m: pipeline.checkpoint_evaluator(m, settings, job)) if select else None)
         model = trainer.model
+    if model is None and (f.do_predict or f.export_dir):
+        source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint, prefer_best=not f.do_predict)
+        model = pipeline.load_for_prediction(config, settings, strategy, source)
     if f.do_predict:
-        if model is None:
-            source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint)
-            model = pipeline.load_for_prediction(config, settings, strategy, source)
-        _, metrics = pipeline.predict(
-            model, settings, f.predict_file,
-            f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
-            f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
+        if select and pipeline.has_checkpoints(f.output_dir):
+            _, metrics = pipeline.predict_best(model, settings, job)
+        else:
+            _, metrics = job.run(model, settings)
         if metrics is not None:
             print(format_eval_results(metrics, pipeline.postprocess.RESULTS_LAYOUT), end="")
+    if f.export_dir:
+        from albert_tf.squad.export import export_span_model
+        from albert_tf.weights import load_checkpoint
+
+        source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint, prefer_best=True)
+        load_checkpoint(model, source)
+        for path in export_span_model(model, f.export_dir, f.max_seq_length):
+            print(f"exported {path} (weights: {source})")
     return 0
 
 

@@ -68,12 +68,12 @@ class GlueClassifier(keras.Model):
         return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
-def build_classifier(config: AlbertConfig, task_name: str) -> GlueClassifier:
+def build_classifier(config: AlbertConfig, task_name: str, use_one_hot_embeddings: bool = False) -> GlueClassifier:
     """A built (variables created) classifier sized for a GLUE task."""
     from albert_tf.glue.processors import get_task_spec
 
     spec = get_task_spec(task_name)
-    model = GlueClassifier(AlbertModel(config), spec.num_labels, spec.is_regression)
+    model = GlueClassifier(AlbertModel(config, use_one_hot_embeddings), spec.num_labels, spec.is_regression)
     model(model.dummy_inputs())
     return model
 

@@ -68,6 +68,7 @@ class GlueJob:
     optimizer_fn: Callable | None = None
     export_dir: str | None = None
     threshold_to_export: float | None = None
+    use_one_hot_embeddings: bool = False  # on TPUs (training.one_hot_embeddings)
 
     @property
     def processor(self) -> GlueProcessor:
@@ -171,8 +172,8 @@ def make_trainer(job: GlueJob, strategy: tf.distribute.Strategy):
             logging.warning("No --init_checkpoint: fine-tuning from random weights.")
 
     task = Task(
-        build_model=lambda: heads.GlueClassifier(AlbertModel(job.albert_config), spec.num_labels,
-                                                 spec.is_regression),
+        build_model=lambda: heads.GlueClassifier(AlbertModel(job.albert_config, job.use_one_hot_embeddings),
+                                                 spec.num_labels, spec.is_regression),
         loss_fn=make_loss_fn(spec.is_regression),
         train_dataset_fn=features.train_dataset_fn(train, config.train_batch_size, config.seed),
         init_fn=init_fn,
@@ -208,7 +209,7 @@ def resolve_weights(job: GlueJob) -> tuple[str, bool]:
 
 
 def build_model(job: GlueJob) -> heads.GlueClassifier:
-    return heads.build_classifier(job.albert_config, job.task_name)
+    return heads.build_classifier(job.albert_config, job.task_name, job.use_one_hot_embeddings)
 
 
 def predict(job: GlueJob, model) -> tuple[str, str]:

@@ -12,6 +12,12 @@
   ``postprocess`` -> predictions.json, nbest_predictions.json, null_odds.json (2.0)
   and, when the file has gold answers, eval_results.txt. It runs once and returns:
   nothing waits for new checkpoints.
+- ``predict_best``: when the file has gold answers and ``output_dir`` has checkpoints,
+  the original's model selection: every checkpoint is scored once (the shared
+  ``CheckpointEvaluator``; with training, as each is saved, so pruning never deletes
+  an unscored one), the best by ``postprocess.key_metric`` is kept as model.ckpt-best,
+  and the prediction files come from it; eval_results.txt gets one block per
+  checkpoint and the original's closing block.
 """
 from __future__ import annotations
 
@@ -24,12 +30,14 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
+from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.keras import keras
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.squad import data, heads, postprocess, records
 from albert_tf.training.evaluation import BatchRunner
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE, write_eval_results
+from albert_tf.weights import files
 
 
 @dataclasses.dataclass
@@ -48,12 +56,14 @@ class SquadSettings:
     end_n_top: int = 5
     dropout_prob: float = 0.1
     null_score_diff_threshold: float = 0.0
+    use_one_hot_embeddings: bool = False  # on TPUs (training.one_hot_embeddings)
 
 
 def new_model(config: AlbertConfig, s: SquadSettings) -> keras.Model:
+    encoder = AlbertModel(config, s.use_one_hot_embeddings)
     if s.version_2:
-        return heads.SquadV2Model(AlbertModel(config), s.start_n_top, s.end_n_top, s.dropout_prob)
-    return heads.SquadV1Model(AlbertModel(config))
+        return heads.SquadV2Model(encoder, s.start_n_top, s.end_n_top, s.dropout_prob)
+    return heads.SquadV1Model(encoder)
 
 
 def loss_fn(version_2: bool) -> Callable:
@@ -78,8 +88,10 @@ def training_features(s: SquadSettings, train_file: str, train_feature_file: str
 
 def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strategy,
           cached: records.CachedFeatures, train_config: TrainConfig, optimizer_fn: Callable,
-          init_checkpoint: str | None = None):
-    """Fine-tunes on ``training_features``; returns the Trainer (its ``.model`` holds the final weights)."""
+          init_checkpoint: str | None = None, evaluator_for: Callable | None = None):
+    """Fine-tunes on ``training_features``; returns the Trainer (its ``.model`` holds the final weights).
+
+    evaluator_for: ``model -> CheckpointEvaluator`` scoring each checkpoint as it is saved."""
     from albert_tf.training import Task, Trainer, make_tfrecord_dataset
     from albert_tf.weights import load_checkpoint
 
@@ -102,13 +114,21 @@ def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strate
     task = Task(build_model=lambda: new_model(config, s), loss_fn=loss_fn(s.version_2),
                 train_dataset_fn=dataset_fn, init_fn=init_fn)
     trainer = Trainer(task, strategy, optimizer_fn, train_config)
+    if evaluator_for is not None and trainer.worker.is_chief:
+        evaluator = evaluator_for(trainer.model)
+        evaluator.evaluate_pending()  # left over by an interrupted run
+        trainer.add_save_hook(evaluator.after_save)
     trainer.train()
     return trainer
 
 
-def predict_weights_source(output_dir: str, init_checkpoint: str | None) -> str:
+def predict_weights_source(output_dir: str, init_checkpoint: str | None, prefer_best: bool = False) -> str:
     """Which checkpoint a predict-only run uses: the latest one in ``output_dir``
-    (what fine-tuning wrote), else ``init_checkpoint``."""
+    (what fine-tuning wrote), else ``init_checkpoint``; with ``prefer_best`` (exports),
+    model.ckpt-best first."""
+    best = os.path.join(output_dir, files.BEST_BASENAME)
+    if prefer_best and tf.io.gfile.exists(best + ".index"):
+        return best
     latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
     if latest:
         return latest
@@ -196,3 +216,57 @@ def predict(model: keras.Model, s: SquadSettings, predict_file: str, predict_fea
         if metrics is not None:
             write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE), metrics, postprocess.RESULTS_LAYOUT)
     return answers, metrics
+
+
+@dataclasses.dataclass
+class PredictJob:
+    """Where prediction reads and writes (the driver's flags)."""
+
+    predict_file: str
+    predict_feature_file: str
+    output_dir: str
+    predict_batch_size: int = 8
+    predict_feature_left_file: str | None = None
+
+    def run(self, model: keras.Model, s: SquadSettings, write_files: bool = True):
+        return predict(model, s, self.predict_file, self.predict_feature_file, self.output_dir,
+                       self.predict_batch_size, self.predict_feature_left_file, write_files)
+
+
+def checkpoint_evaluator(model: keras.Model, s: SquadSettings, job: PredictJob):
+    """Scores a checkpoint of ``job.output_dir`` on the predict file (its weights loaded into ``model``)."""
+    from albert_tf.training.checkpoint_policy import CheckpointEvaluator
+    from albert_tf.weights import load_checkpoint
+
+    def evaluate(path: str) -> dict:
+        _, metrics = job.run(model, s, write_files=False)
+        logging.info("%s: %s = %s", path, postprocess.key_metric(s.version_2),
+                     metrics[postprocess.key_metric(s.version_2)])
+        return metrics
+
+    return CheckpointEvaluator(job.output_dir, evaluate, postprocess.key_metric(s.version_2),
+                               postprocess.checkpoint_layout(s.version_2),
+                               load=lambda path: load_checkpoint(model, path))
+
+
+def has_checkpoints(output_dir: str) -> bool:
+    return bool(files.all_checkpoints(output_dir)) or tf.io.gfile.exists(
+        os.path.join(output_dir, files.BEST_BASENAME) + ".index")
+
+
+def predict_best(model: keras.Model, s: SquadSettings, job: PredictJob) -> tuple[str, dict]:
+    """Scores the not-yet-scored checkpoints of ``job.output_dir``, then answers with
+    model.ckpt-best; returns (its path, its metrics)."""
+    from albert_tf.weights import load_checkpoint
+
+    evaluator = checkpoint_evaluator(model, s, job)
+    evaluator.evaluate_pending()
+    best = os.path.join(job.output_dir, files.BEST_BASENAME)
+    load_checkpoint(model, best)
+    answers, metrics = job.run(model, s, write_files=False)
+    for path in postprocess.write_prediction_files(job.output_dir, answers):
+        logging.info("Wrote %s", path)
+    _, best_step, _ = evaluator.keeper.read()
+    results = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
+    atomic_write_text(results, (read_text(results) or "") + postprocess.final_block(metrics, best_step, s.version_2))
+    return best, metrics

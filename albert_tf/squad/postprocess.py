@@ -36,7 +36,7 @@ import numpy as np
 from albert_tf.squad.data import SquadExample
 from albert_tf.fileio import atomic_write_text
 from albert_tf.squad.records import FeatureMeta
-from albert_tf.training.results import ResultsLayout
+from albert_tf.training.results import ResultsLayout, format_eval_results
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -222,10 +222,29 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
 TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
 # eval_results.txt: the evaluator's keys in its order (the original's); for 2.0 the
 # thresholds tuned on the evaluated data come last under a comment saying so.
-RESULTS_LAYOUT = ResultsLayout(
-    sort_keys=False, append=False, tuned_keys=TUNED_KEYS,
-    tuned_comment="# tuned on this data (optimistic): the best null threshold chosen on the questions it is "
+_TUNED_COMMENT = ("# tuned on this data (optimistic): the best null threshold chosen on the questions it is "
                   "scored on; use --null_score_diff_threshold for new data")
+RESULTS_LAYOUT = ResultsLayout(sort_keys=False, append=False, tuned_keys=TUNED_KEYS, tuned_comment=_TUNED_COMMENT)
+
+
+def key_metric(version_2: bool) -> str:
+    """What selects model.ckpt-best: F1; for 2.0 the F1 at the best null threshold, which
+    is what the original's 2.0 "f1" was (it re-thresholded at best_f1_thresh first)."""
+    return "best_f1" if version_2 else "f1"
+
+
+def checkpoint_layout(version_2: bool) -> ResultsLayout:
+    """The original's blocks when every checkpoint is scored: sorted keys, ``best f1 = ``,
+    a rule of 50 ``=``; one block per checkpoint."""
+    return ResultsLayout(sort_keys=True, best_line=True, best_label=f"best {key_metric(version_2)}",
+                         separator="=" * 50, tuned_keys=TUNED_KEYS, tuned_comment=_TUNED_COMMENT, append=True)
+
+
+def final_block(metrics: dict, step: int, version_2: bool) -> str:
+    """The block the original ended eval_results.txt with: the best checkpoint's results
+    and the step it was saved at."""
+    layout = ResultsLayout(sort_keys=True, tuned_keys=TUNED_KEYS, tuned_comment=_TUNED_COMMENT)
+    return format_eval_results(metrics, layout) + f"best perf happened at step: {step}\n"
 
 
 def evaluate_predictions(dataset: dict, result: SquadPredictions,

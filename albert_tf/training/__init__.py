@@ -33,6 +33,7 @@ _PUBLIC = {
     "strategy_from_flags": "albert_tf.training.flags",
     "train_config_from_flags": "albert_tf.training.flags",
     "worker_info": "albert_tf.training.distribution",
+    "one_hot_embeddings": "albert_tf.training.distribution",
     "write_eval_results": "albert_tf.training.results",
 }
 

@@ -140,6 +140,12 @@ class WorkerInfo:
     is_chief: bool
 
 
+def one_hot_embeddings(strategy: tf.distribute.Strategy) -> bool:
+    """Whether encoders look embeddings up by a one-hot matmul: on TPUs, as the original's
+    drivers did with ``use_one_hot_embeddings=FLAGS.use_tpu`` (TPUs prefer a matmul to a gather)."""
+    return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
 def worker_info(strategy: tf.distribute.Strategy) -> WorkerInfo:
     """Number of workers, this worker's index and whether it writes checkpoints/summaries."""
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):

@@ -27,7 +27,8 @@ class ResultsLayout:
     """How one driver writes its evaluations.
 
     sort_keys: keys in sorted order (the original's ``sorted(result.keys())``), else as given.
-    best_line: add ``best = <value>`` (the best key metric so far) to each block.
+    best_line: add ``<best_label> = <value>`` (the best key metric so far) to each block.
+    best_label: that line's name (run_classifier's "best", run_squad's "best f1").
     separator: a line closing each block ("" for none).
     tuned_keys / tuned_comment: keys written last, under a comment saying why.
     append: each evaluation adds a block (one per checkpoint) instead of replacing the file.
@@ -35,6 +36,7 @@ class ResultsLayout:
 
     sort_keys: bool = True
     best_line: bool = False
+    best_label: str = "best"
     separator: str = ""
     tuned_keys: tuple[str, ...] = ()
     tuned_comment: str = ""
@@ -64,7 +66,7 @@ def format_eval_results(results: Mapping[str, object], layout: ResultsLayout, be
         lines.append(layout.tuned_comment)
         lines += [f"{key} = {format_value(results[key])}" for key in tuned]
     if layout.best_line and best is not None:
-        lines.append(f"best = {format_value(best)}")
+        lines.append(f"{layout.best_label} = {format_value(best)}")
     if layout.separator:
         lines.append(layout.separator)
     return "\n".join(lines) + "\n"

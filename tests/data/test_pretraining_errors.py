@@ -93,6 +93,11 @@ def test_cli_errors_exit_nonzero(tmp_path, spm_model):
     assert "--max_seq_length=4 is too small" in result.stderr
     assert _leftovers(tmp_path) == []
 
+    result = _run_cli(f"--input_file={corpus}", f"--output_file={tmp_path}/out.tfrecord",
+                      f"--spm_model_file={spm_model}", "--input_file_mode=w")
+    assert result.returncode != 0 and "--input_file_mode='w': expected \"r\" or \"rb\"" in result.stderr
+    assert _leftovers(tmp_path) == []
+
 
 def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_model):
     # The original's sample text, its flags (vocab_file not needed with spm), two shards, two workers;
@@ -109,7 +114,8 @@ def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_mod
     prefix = tmp_path / "out.tfrecord"
     result = _run_cli(f"--input_file={sample}", f"--output_file={prefix}", f"--spm_model_file={spm_model}",
                       "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=2",
-                      "--num_output_shards=2", "--num_workers=2", "--random_seed=7", env=env)
+                      "--num_output_shards=2", "--num_workers=2", "--random_seed=7",
+                      "--input_file_mode=rb", env=env)  # the original's other mode: accepted, UTF-8 either way
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(f for f in os.listdir(tmp_path) if f not in ("no_tensorflow", "single")) == [
         "out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002", "out.tfrecord.summary.json"

@@ -71,7 +71,9 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
         out = sigs["mlm"](**ids, mlm_positions=tf.constant(io["masked_lm_positions"]))
         for name in ("mlm_logits", "sequence_output", "pooled_output"):
             diff("mlm", name, out[name])
-        diff("sop", "sop_log_probs", sigs["sop"](**ids)["sop_log_probs"])
+        out = sigs["sop"](**ids)
+        for name in ("sop_log_probs", "sequence_output", "pooled_output"):
+            diff("sop", name, out[name])
         text = sigs["serving_default"](text=tf.constant({SENTENCES!r}))
         worst["text_ids_equal"] = bool((text["input_ids"].numpy() == io["input_ids"]).all())
         worst["text_mask_equal"] = bool((text["input_mask"].numpy() == io["input_mask"]).all())
@@ -87,7 +89,7 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     outputs = {"tokens": ("sequence_output", "pooled_output"),
                "mlm": ("mlm_logits", "sequence_output", "pooled_output"),
-               "sop": ("sop_log_probs",),
+               "sop": ("sop_log_probs", "sequence_output", "pooled_output"),
                "serving_default": ("sequence_output", "pooled_output")}
     keys = [f"{signature}/{name}" for signature, names in outputs.items() for name in names]
     assert sorted(k for k in result if "/" in k) == sorted(keys)
@@ -108,3 +110,42 @@ def test_export_refuses_wrong_tokenizer(exported, tmp_path, shared):
     assert done.returncode == 1
     assert "error:" in done.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_export_to_tfhub_form(exported, tmp_path):
+    """export_to_tfhub.py's command line: --albert_directory with the default --checkpoint_name
+    (model.ckpt-best) and the original's --use_einsum; the reload matches the same Keras model."""
+    folder, model, spm = exported
+    albert_dir = tmp_path / "albert_base"
+    albert_dir.mkdir()
+    os.symlink(folder / "albert_config.json", albert_dir / "albert_config.json")
+    os.symlink(spm, albert_dir / "30k-clean.model")
+    for f in (folder / "google").glob("model.ckpt.*"):
+        os.symlink(f, albert_dir / f.name.replace("model.ckpt", "model.ckpt-best"))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"), f"--albert_directory={albert_dir}",
+                           f"--export_path={tmp_path / 'hub'}", "--use_einsum=false", "--do_lower_case",
+                           f"--max_seq_length={SEQ}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    inputs, want = _reference(model, spm)
+    np.savez(tmp_path / "io.npz", **inputs, **{"want_" + k: v for k, v in want.items()})
+    script = textwrap.dedent(f"""
+        import json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        sop = tf.saved_model.load({str(tmp_path / 'hub')!r}).signatures["sop"](
+            **{{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}})
+        print(json.dumps({{k: float(np.abs(v.numpy() - io["want_" + k]).max()) for k, v in sop.items()}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(result) == ["pooled_output", "sequence_output", "sop_log_probs"]
+    assert max(result.values()) <= 1e-5, result
+
+
+def test_albert_directory_errors(tmp_path):
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
+                           f"--albert_directory={tmp_path / 'missing'}", f"--export_path={tmp_path / 'x'}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "--albert_directory=" in done.stderr and "not a directory" in done.stderr
+    assert not (tmp_path / "x").exists()

@@ -2,6 +2,7 @@
 predict-only that ends, and the driver's errors."""
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -37,15 +38,32 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     out_dir = tmp_path / "v1"
     run = _run([*common, *SMALL, f"--output_dir={out_dir}", "--do_train", "--do_predict",
                 f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}",
-                f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}", "--num_train_epochs=0.3"])
+                f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}", "--num_train_epochs=0.3",
+                "--save_checkpoints_steps=3", f"--export_dir={tmp_path / 'export'}"])
     assert run.returncode == 0, run.stderr[-3000:]
     predictions = json.loads((out_dir / "predictions.json").read_text())
     nbest = json.loads((out_dir / "nbest_predictions.json").read_text())
     assert len(predictions) == len(nbest) == 810 and all(predictions.values())
     assert not (out_dir / "null_odds.json").exists()
-    results = (out_dir / "eval_results.txt").read_text()
-    assert results.startswith("exact_match = ") and "\nf1 = " in results
     assert "exact_match" in run.stdout
+    # Every checkpoint scored (one block each), the best by F1 kept and named at the end.
+    results = (out_dir / "eval_results.txt").read_text()
+    blocks, final = results.split("=" * 50 + "\n")[:-1], results.split("=" * 50 + "\n")[-1]
+    scored = [dict(line.split(" = ") for line in block.splitlines() if " = " in line) for block in blocks]
+    assert len(scored) == len([p for p in out_dir.glob("model.ckpt-*.index")
+                                if re.fullmatch(r"model\.ckpt-\d+\.index", p.name)]) >= 2
+    assert all(block.startswith("exact_match = ") for block in blocks)
+    f1s = [float(b["f1"]) for b in scored]
+    assert [float(b["best f1"]) for b in scored] == [max(f1s[:i + 1]) for i in range(len(f1s))]
+    assert (out_dir / "model.ckpt-best.index").exists()
+    best_step = int((out_dir / "best_trial.txt").read_text().split(":")[1])
+    assert final.rstrip().endswith(f"best perf happened at step: {best_step}")
+    assert float(final.split("\nf1 = ")[1].split("\n")[0]) == max(f1s)
+    # The written predictions are the best checkpoint's: rescoring them gives its F1.
+    from albert_tf.squad import evaluate
+    rescored = evaluate.evaluate(json.loads((squad / 'dev-v1.1.Super_Bowl_50.json').read_text()), predictions)
+    assert abs(rescored["f1"] - max(f1s)) < 1e-9
+    _check_export(tmp_path / "export", out_dir / "model.ckpt-best", tmp_path)
     # Predict-only: no --train_file, weights from the latest checkpoint in output_dir; it ends.
     (out_dir / "predictions.json").unlink()
     again = _run([*common, *SMALL, f"--output_dir={out_dir}", "--do_predict",
@@ -85,10 +103,41 @@ def test_v2_train_and_predict(common, shared, tmp_path):
     nbest = json.loads((out_dir / "nbest_predictions.json").read_text())
     for qid, text in predictions.items():
         assert text == ("" if null_odds[qid] > 0.0 else nbest[qid][0]["text"])
+    # Each checkpoint's block: the tuned thresholds under their comment; the best by best_f1.
     results = (out_dir / "eval_results.txt").read_text()
-    head, tuned = results.split("# tuned on this data")
+    first = results.split("=" * 50 + "\n")[0]
+    head, tuned = first.split("# tuned on this data")
     assert "HasAns_exact = " in head and "null_score_diff_threshold = 0.0" in head
-    assert "best_f1_thresh = " in tuned and "best_f1 = " not in head
+    assert "best_f1_thresh = " in tuned and "\nbest_f1 = " not in head and "best best_f1 = " in tuned
+    assert "best perf happened at step: " in results and (out_dir / "model.ckpt-best.index").exists()
+
+
+def _check_export(export_dir, checkpoint, tmp_path):
+    """The SavedModel and the TFLite file of --export_dir, reloaded, give the Keras model's logits."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+    from albert_tf.squad.heads import SquadV1Model
+    from albert_tf.weights import load_checkpoint
+
+    model = SquadV1Model(AlbertConfig(**TINY))
+    load_checkpoint(model, str(checkpoint))
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 30000, size=(1, 128)).astype(np.int32)
+    mask = (np.arange(128) < 90).astype(np.int32)[None]
+    feats = {"input_ids": ids * mask, "input_mask": mask,
+             "segment_ids": (np.arange(128) >= 20).astype(np.int32)[None] * mask}
+    want = {k: v.numpy() for k, v in model(feats, training=False).items()}
+    (saved,) = (export_dir / "saved_model").iterdir()
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in feats.items()})
+    interpreter = tf.lite.Interpreter(model_path=str(export_dir / "albert_model.tflite"))
+    lite = interpreter.get_signature_runner("serving_default")(**feats)
+    for name in ("start_logits", "end_logits"):
+        assert served[name].shape == (1, 128)
+        assert np.abs(served[name].numpy() - want[name]).max() <= 1e-4, name
+        assert np.abs(lite[name] - want[name]).max() <= 1e-4, name
 
 
 # All error cases in one interpreter (one TensorFlow import): parse each argv, call main.
@@ -113,7 +162,9 @@ def test_driver_errors(common, shared, tmp_path):
           "--max_query_length=64"], "--max_seq_length (67) must be greater than --max_query_length (64) + 3"),
         ([f"--output_dir={tmp_path / 'b'}", "--do_predict", f"--predict_file={tmp_path / 'none.json'}"],
          "none.json: file not found"),
-        ([f"--output_dir={tmp_path / 'c'}", dev], "at least one of --do_train or --do_predict"),
+        ([f"--output_dir={tmp_path / 'c'}", dev], "at least one of --do_train, --do_predict or --export_dir"),
+        ([f"--output_dir={tmp_path / 'g'}", "--do_predict", dev, "--version_2_with_negative",
+          f"--export_dir={tmp_path / 'x'}"], "--export_dir exports the SQuAD 1.1 span model"),
         ([f"--output_dir={tmp_path / 'd'}", "--max_seq_length=256", "--do_predict", dev],
          "--max_seq_length=256 exceeds max_position_embeddings (128)"),
         ([f"--output_dir={tmp_path / 'e'}", "--do_predict", dev],

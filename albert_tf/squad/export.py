@@ -1,0 +1,74 @@
+"""run_squad_v1.py's ``--export_dir``: a SavedModel of the SQuAD 1.1 span model and a
+TFLite file converted from it.
+
+As the original's:
+- ``<export_dir>/saved_model/<unix time>/``: signature ``serving_default`` with int32
+  inputs ``input_ids``, ``input_mask``, ``segment_ids`` of shape [1, max_seq_length]
+  (the original's serving placeholders: batch 1, fixed length) and float32 outputs
+  ``start_logits``, ``end_logits`` [1, max_seq_length];
+- ``<export_dir>/albert_model.tflite``: that signature converted with the TFLite
+  converter (built-in ops only, float32).
+
+Both are written under temporary names and renamed when complete.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from albert_tf.fileio import atomic_output
+
+SAVED_MODEL_DIR = "saved_model"
+TFLITE_FILE = "albert_model.tflite"
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+OUTPUTS = ("start_logits", "end_logits")
+
+
+class SpanServing(tf.Module):
+    """The span model's variables and its one serving function."""
+
+    def __init__(self, model, max_seq_length: int):
+        super().__init__(name="squad_serving")
+        # Call the Keras model without tracking it (tracking would serialize Keras'
+        # own layer traces too); its variables are tracked directly.
+        object.__setattr__(self, "_model", model)
+        self.model_variables = list(model.variables)
+        self.max_seq_length = max_seq_length
+
+    def serve(self, input_ids, input_mask, segment_ids):
+        out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                          training=False)
+        return {name: tf.cast(out[name], tf.float32) for name in OUTPUTS}
+
+    def signature(self) -> tf.types.experimental.ConcreteFunction:
+        specs = [tf.TensorSpec([1, self.max_seq_length], tf.int32, name=name) for name in INPUTS]
+        return tf.function(self.serve, input_signature=specs).get_concrete_function()
+
+
+def export_span_model(model, export_dir: str, max_seq_length: int) -> tuple[str, str]:
+    """Writes the SavedModel and the TFLite file; returns their paths."""
+    if getattr(model, "version_2", False):
+        raise ValueError("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
+                         "it is not available with --version_2_with_negative")
+    serving = SpanServing(model, max_seq_length)
+    base = os.path.join(export_dir, SAVED_MODEL_DIR)
+    os.makedirs(base, exist_ok=True)
+    version = int(time.time())
+    while os.path.exists(os.path.join(base, str(version))):
+        version += 1
+    saved = os.path.join(base, str(version))
+    tmp = os.path.join(base, f".tmp-{version}-{os.getpid()}")
+    try:
+        tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, signature_keys=["serving_default"])
+        flat = converter.convert()
+        os.replace(tmp, saved)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    tflite = os.path.join(export_dir, TFLITE_FILE)
+    with atomic_output(tflite) as path, open(path, "wb") as f:
+        f.write(flat)
+    return saved, tflite
