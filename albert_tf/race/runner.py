@@ -25,7 +25,7 @@ from albert_tf.race import outputs, records
 from albert_tf.race.data import RaceExample, race_files, read_race
 from albert_tf.race.features import Tokenizer, check_lengths
 from albert_tf.race.model import RaceModel, build_race_model, loss_fn
-from albert_tf.training.checkpoint_policy import CheckpointEvaluator
+from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import BatchRunner
 from albert_tf.training.loop import TrainConfig
@@ -189,12 +189,20 @@ def resolve_weights(job: RaceJob) -> str:
                      f"--init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
 
 
+def weights_step(job: RaceJob, weights: str) -> int:
+    """The training step of the weights used (model.ckpt-best: the step it was copied from)."""
+    if os.path.abspath(weights) == os.path.join(job.output_dir, files.BEST_BASENAME):
+        _, best_step, _ = BestCheckpointKeeper(job.output_dir, outputs.KEY_METRIC).read()
+        return max(best_step, 0)
+    return int(files.step_of(weights) or 0)
+
+
 def predict(job: RaceJob, model, weights: str) -> dict[str, str]:
     """Evaluates the test split: predict_results.txt and test_predictions.jsonl."""
     test = load_split(job, "test")
     out = gather_split(output_runner(model), test, job.predict_batch_size)
     results = outputs.compute_metrics(test.examples, out["logits"])
-    results["global_step"] = int(files.step_of(weights) or 0)
+    results["global_step"] = weights_step(job, weights)
     paths = {"predict_results": outputs.write_predict_results(job.output_dir, results),
              "test_predictions": outputs.write_predictions(job.output_dir, test.examples, out["probabilities"])}
     logging.info("Predicted %d test questions with %s: %s", len(test.examples), weights,
