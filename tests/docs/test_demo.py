@@ -14,9 +14,14 @@ def test_quick_demo_runs_every_step(tmp_path):
     done = subprocess.run([sys.executable, "-m", "albert_tf.demo", "--quick", f"--output_dir={out}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "[8/8" in done.stdout and "== results" in done.stdout
+    assert "[9/9" in done.stdout and "== results" in done.stdout
     for relative in ("data/spm.model", "pretraining/eval_results.txt", "google_format/model.ckpt.index",
-                     "classifier/submit_results.tsv", "squad/predictions.json", "hub_export/saved_model.pb"):
+                     "classifier/submit_results.tsv", "squad/predictions.json",
+                     "race/test_predictions.jsonl", "race/model.ckpt-best.index", "hub_export/saved_model.pb"):
         assert (out / relative).exists(), relative
     losses = [line for line in done.stdout.splitlines() if "pretraining loss (first -> last logged)" in line]
     assert losses and "?" not in losses[0]
+    race = [line for line in done.stdout.splitlines() if "RACE-format dev accuracy" in line]
+    assert race, "the results table has no RACE row"
+    accuracy = float(race[0].split()[-1])  # reported as a number, not "?"
+    assert 0.0 <= accuracy <= 1.0
