@@ -28,6 +28,7 @@ setup(
             "albert-run-pretraining=albert_tf.drivers.run_pretraining:run",
             "albert-run-classifier=albert_tf.drivers.run_classifier:run",
             "albert-run-squad=albert_tf.drivers.run_squad:run",
+            "albert-run-race=albert_tf.drivers.run_race:run",
             "albert-convert-checkpoint=albert_tf.drivers.convert_checkpoint:run",
             "albert-export-model=albert_tf.drivers.export_model:run",
         ]

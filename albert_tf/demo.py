@@ -10,7 +10,8 @@ runs a real driver with flags, as a user would, and prints the command:
   5. convert_checkpoint.py: albert_tf -> Google TF1 format -> albert_tf;
   6. run_classifier.py on the sentiment task, starting from the TF1-format checkpoint;
   7. run_squad.py (SQuAD 1.1 head) train + predict;
-  8. export_model.py, then the SavedModel is queried with raw sentences.
+  8. run_race.py (multiple choice) on RACE-format data (albert_tf.race.synthetic): train, eval, predict;
+  9. export_model.py, then the SavedModel is queried with raw sentences.
 It ends with a table of results and where every output went.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 64
+NUM_STEPS = 9
 TINY_CONFIG = {"embedding_size": 32, "hidden_size": 96, "num_hidden_layers": 4, "num_hidden_groups": 1,
                "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 192, "hidden_act": "gelu",
                "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
@@ -44,7 +46,7 @@ class Demo:
 
     def step(self, title: str) -> None:
         self.step_number += 1
-        print(f"\n== [{self.step_number}/8, {time.time() - self.started:.0f}s] {title}", flush=True)
+        print(f"\n== [{self.step_number}/{NUM_STEPS}, {time.time() - self.started:.0f}s] {title}", flush=True)
 
     def driver(self, script: str, **flags) -> str:
         """Runs a top-level driver; echoes its command and output; returns its stderr log."""
@@ -166,6 +168,19 @@ def main(argv: list[str] | None = None) -> int:
                 save_checkpoints_steps=1000, iterations_per_loop=25, log_steps=25)
     squad_results = _read_results(os.path.join(squad_dir, "eval_results.txt"))
 
+    demo.step("run_race.py (multiple choice, RACE format): train, evaluate, predict")
+    from albert_tf.race.synthetic import write_race
+
+    race_data = write_race(demo.path("data", "race"), train=400, dev=50, test=50, binding_share=0.0)
+    race_dir = demo.path("race")
+    demo.driver("run_race.py", data_dir=race_data, albert_config_file=config_file, spm_model_file=spm_model,
+                init_checkpoint=os.path.join(google_dir, "model.ckpt"), output_dir=race_dir, do_train=True,
+                do_eval=True, do_predict=True, max_seq_length=SEQ, max_qa_length=16, train_batch_size=16,
+                eval_batch_size=50, predict_batch_size=50, learning_rate=5e-4, train_step=steps(400),
+                warmup_step=steps(40), save_checkpoints_steps=steps(200), iterations_per_loop=25, log_steps=25)
+    # the best checkpoint's dev accuracy (model.ckpt-best, which predict used)
+    race_accuracy = _read_results(os.path.join(race_dir, "eval_results.txt")).get("best", "?")
+
     demo.step("export_model.py, then query the SavedModel with raw sentences")
     export_dir = demo.path("hub_export")
     demo.driver("export_model.py", albert_config_file=config_file, checkpoint=pretrain_dir,
@@ -178,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         ("pretraining sentence_order_accuracy (eval)", pretrain_results.get("sentence_order_accuracy", "?")),
         ("sentiment dev accuracy (run_classifier, best checkpoint)", classifier_results.get("best", "?")),
         ("demo-SQuAD exact / F1 (run_squad)", f"{squad_results.get('exact_match', '?')} / {squad_results.get('f1', '?')}"),
+        ("RACE-format dev accuracy (run_race, best checkpoint)", race_accuracy),
         ("SavedModel fill-in: 'alice lives in [MASK] .'", query),
     ]
     print(f"\n== results ({time.time() - demo.started:.0f}s)")
@@ -188,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in [("data, SentencePiece model", demo.path("data")), ("pretraining", pretrain_dir),
                        ("Google TF1-format checkpoint", google_dir), ("classifier", classifier_dir),
                        ("classifier SavedModel", demo.path("classifier_export")), ("SQuAD", squad_dir),
+                       ("RACE", race_dir),
                        ("hub-style SavedModel", export_dir), ("driver logs", demo.path("logs"))]:
         print(f"  {name.ljust(30)} {path}")
     return 0

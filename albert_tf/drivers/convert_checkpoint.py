@@ -32,7 +32,7 @@ flags.DEFINE_string("converted_checkpoint", None, "Prefix to write, e.g. out/mod
 flags.DEFINE_enum("converted_model", "auto", list(MODEL_KINDS),
                   "What to convert: auto (what the input holds; a RACE head must be named), encoder, "
                   "pretrainer (encoder + MLM + sentence-order heads), classifier (GLUE), squad (1.1), "
-                  "squad_v2 (TF formats only), race (tf1 <-> hf only).")
+                  "squad_v2 (TF formats only), race (run_race.py's model).")
 flags.DEFINE_enum("direction", "tf1_to_tf2", list(DIRECTIONS),
                   "tf1: Google's names; tf2: albert_tf's checkpoints; hf: a Hugging Face transformers folder.")
 flags.DEFINE_string("spm_model_file", None, "*_to_hf: the SentencePiece model, written as the folder's "

@@ -66,6 +66,25 @@ def dropout_seed_scope(seed: tf.Tensor, example_offset: tf.Tensor | int = 0):
         stack.pop()
 
 
+@contextlib.contextmanager
+def rows_per_example(rows: int):
+    """Within this scope the dropped tensors hold ``rows`` consecutive rows per example
+    (a multiple-choice model runs its ``[B, choices, S]`` inputs as ``[B * choices, S]``):
+    row ``i`` is keyed ``rows * example_offset + i``, so every choice row of every
+    example keeps its own mask whatever the device count. Outside a seed scope, nothing."""
+    stack = _stack()
+    if not stack or rows == 1:
+        yield
+        return
+    state = stack[-1]
+    offset = state.example_offset
+    state.example_offset = offset * rows  # the call counter goes on: masks stay distinct per call
+    try:
+        yield
+    finally:
+        state.example_offset = offset
+
+
 def _next_call() -> tuple[tf.Tensor, tf.Tensor] | None:
     """(seed, example_offset) for the next dropout call in the current scope, or None outside one."""
     stack = _stack()

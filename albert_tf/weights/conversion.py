@@ -25,7 +25,7 @@ DIRECTIONS = {
     "hf_to_tf2": ("hf", "tf2"), "tf2_to_hf": ("tf2", "hf"),
 }
 # What is converted. `race` is Google's RACE head (top-level output_weights [1,H]),
-# held here by a one-output classifier, which has the same two variables.
+# held by albert_tf.race.model.RaceModel.
 MODEL_KINDS = ("auto", "encoder", "pretrainer", "classifier", "squad", "squad_v2", "race")
 HF_ARCHITECTURE = {
     "encoder": "AlbertModel",
@@ -37,7 +37,7 @@ HF_ARCHITECTURE = {
 _KIND_OF_ARCHITECTURE = {**{arch: kind for kind, arch in HF_ARCHITECTURE.items()},
                          "AlbertForMaskedLM": "pretrainer"}  # its sentence-order head is missing
 # The same heads in our object-based checkpoints (attribute paths of the task models).
-_TF2_HEAD_PATHS = (("squad", "/head/output_weights/"), ("squad_v2", "/head/start_dense/"),
+_TF2_HEAD_PATHS = (("race", "/choice_scorer/output_weights/"), ("squad", "/head/output_weights/"), ("squad_v2", "/head/start_dense/"),
                    ("classifier", "/classifier/output_weights/"), ("pretrainer", "/masked_lm/"))
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 CONFIG_BESIDE_OUTPUT = "albert_config.json"
@@ -110,11 +110,14 @@ def build_model(kind: str, config, num_labels: Optional[int] = None):
         return build(AlbertModel(config))
     if kind == "pretrainer":
         return build(AlbertPretrainer(config))
-    if kind in ("classifier", "race"):
+    if kind == "classifier":
         from albert_tf.glue.heads import GlueClassifier
 
-        labels = 1 if kind == "race" else num_labels
-        return build(GlueClassifier(AlbertModel(config), labels, regression=labels == 1))
+        return build(GlueClassifier(AlbertModel(config), num_labels, regression=num_labels == 1))
+    if kind == "race":
+        from albert_tf.race.model import build_race_model
+
+        return build_race_model(config)
     from albert_tf.squad.heads import build_squad_model
 
     return build_squad_model(config, version_2=kind == "squad_v2")
@@ -124,9 +127,6 @@ def _refuse_unconvertible(kind: str, source_format: str, target_format: str) -> 
     if kind == "squad_v2" and target_format == "hf":
         raise CheckpointError("the SQuAD 2.0 head (XLNet-style, with answer verifier) has no counterpart in "
                               "transformers; --converted_model=encoder converts the encoder alone")
-    if kind == "race" and "tf2" in (source_format, target_format):
-        raise CheckpointError("a RACE head converts between tf1 and hf only (albert_tf has no RACE model "
-                              "to hold it in its own format)")
 
 
 def _config(config_file: Optional[str], source: _Source):

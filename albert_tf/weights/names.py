@@ -107,6 +107,7 @@ HEAD_NAMES: dict[str, Callable[[object], dict[str, tf.Variable]]] = {
     "GlueClassifier": lambda model: _linear("", model.classifier),  # top-level, as run_classifier's
     "SquadV1Model": lambda model: _linear("cls/squad", model.head),
     "SquadV2Model": _squad_v2_head,
+    "RaceModel": lambda model: _linear("", model.choice_scorer),  # top-level [1, H], as run_race's
 }
 
 

@@ -47,9 +47,10 @@ def _blocks(path) -> list[dict[str, float]]:
 
 def test_quick_demo_runs_every_step(demo):
     out, stdout, _ = demo
-    assert "[8/8" in stdout and "== results" in stdout
+    assert "[9/9" in stdout and "== results" in stdout
     for relative in ("data/spm.model", "pretraining/eval_results.txt", "google_format/model.ckpt.index",
-                     "classifier/submit_results.tsv", "squad/predictions.json", "hub_export/saved_model.pb"):
+                     "classifier/submit_results.tsv", "squad/predictions.json",
+                     "race/test_predictions.jsonl", "race/model.ckpt-best.index", "hub_export/saved_model.pb"):
         assert (out / relative).exists(), relative
 
 
@@ -99,3 +100,13 @@ def test_squad_exact_match_above_zero_and_recomputed(demo):
     assert _row(table, "demo-SQuAD exact / F1 (run_squad)").startswith(f"{reported['exact_match']} / ")
     assert exact > 0.0
     assert len(collections.Counter(predictions.values())) > 1  # not one answer for every question
+
+
+def test_race_step_reports_its_dev_accuracy(demo):
+    """The multiple-choice step ran and its table row is the best checkpoint's accuracy (not asserted
+    above chance: the quick run's tiny model reaches about 0.3 on 4 choices)."""
+    out, _, table = demo
+    reported = float(_row(table, "RACE-format dev accuracy (run_race, best checkpoint)"))
+    assert 0.0 <= reported <= 1.0
+    predictions = [json.loads(line) for line in (out / "race" / "test_predictions.jsonl").read_text().splitlines()]
+    assert predictions and all(p["prediction"] in "ABCD" and len(p["probabilities"]) == 4 for p in predictions)

@@ -2,7 +2,8 @@
 
 The README is written for real releases and data; here `$ALBERT_DIR` holds a tiny
 random model in Google's format, `$GLUE_DIR` and `$SQUAD_DIR` small slices of the
-shared data, and each driver gets flags appended (absl: the last value wins) that
+shared data, `$RACE_DIR` a few synthetic RACE-format articles, and each driver gets
+flags appended (absl: the last value wins) that
 shrink sequence lengths and step counts. Commands run in README order because later
 ones read earlier ones' outputs, as a user's would.
 """
@@ -26,6 +27,8 @@ SHRINK = {
                           "--train_batch_size=8 --eval_batch_size=8 --predict_batch_size=8 --iterations_per_loop=2"),
     "run_squad.py": ("--max_seq_length=64 --doc_stride=32 --max_query_length=16 --train_batch_size=8 "
                      "--predict_batch_size=8 --num_train_epochs=0.3 --iterations_per_loop=2"),
+    "run_race.py": ("--max_seq_length=64 --max_qa_length=16 --train_step=4 --warmup_step=1 --save_checkpoints_steps=2 "
+                    "--train_batch_size=8 --eval_batch_size=8 --predict_batch_size=8 --iterations_per_loop=2"),
     "export_model.py": "--max_seq_length=32",
 }
 GLUE_SHRINK = "--train_step=4 --warmup_step=1 --save_checkpoints_steps=2 --train_batch_size=8 --iterations_per_loop=2"
@@ -83,7 +86,11 @@ def environment(tmp_path_factory, shared):
     _subset_squad(shared("data", "squad", "dev-v2.0.first5articles.json"), squad / "train-v2.0.json", 2)
     _subset_squad(shared("data", "squad", "dev-v2.0.first5articles.json"), squad / "dev-v2.0.json", 2, start=2)
 
+    from albert_tf.race.synthetic import write_race
+
+    race = write_race(root / "race", train=6, dev=3, test=3)
     env = dict(os.environ, ALBERT_DIR=str(albert_dir), GLUE_DIR=str(root / "glue"), SQUAD_DIR=str(squad),
+               RACE_DIR=race,
                CORPUS=str(shared("data", "corpus", "sample_text.txt")), OUT=str(root / "out"),
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                PYTHON=sys.executable, MAX_SEQ_LENGTH="32", EXTRA_ARGS=GLUE_SHRINK, TF_CPP_MIN_LOG_LEVEL="2")
@@ -93,7 +100,7 @@ def environment(tmp_path_factory, shared):
 def test_readme_has_the_commands():
     scripts = " ".join(COMMANDS)
     for driver in ("create_pretraining_data.py", "run_pretraining.py", "run_classifier.py", "run_glue.sh",
-                   "run_squad.py", "convert_checkpoint.py", "export_model.py", "albert_tf.squad.evaluate"):
+                   "run_squad.py", "run_race.py", "convert_checkpoint.py", "export_model.py", "albert_tf.squad.evaluate"):
         assert driver in scripts, driver
     text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     assert text.index("make demo") < text.index("make test") < 600, "the two commands open the README"

@@ -20,9 +20,10 @@ print(json.dumps({"imported": names, "loaded": sorted(m for m in sys.modules if 
 
 
 FLOORS = {
-    "albert_tf.modeling": ("albert_tf.training", "albert_tf.glue", "albert_tf.squad", "albert_tf.data",
+    "albert_tf.modeling": ("albert_tf.training", "albert_tf.glue", "albert_tf.squad", "albert_tf.race", "albert_tf.data",
                            "albert_tf.pretraining", "albert_tf.weights"),
-    "albert_tf.weights": ("albert_tf.training", "albert_tf.glue", "albert_tf.squad", "albert_tf.pretraining"),
+    "albert_tf.weights": ("albert_tf.training", "albert_tf.glue", "albert_tf.squad", "albert_tf.race",
+                          "albert_tf.pretraining"),
 }
 
 

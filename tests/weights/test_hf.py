@@ -219,8 +219,13 @@ def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint
     assert convert(str(tmp_path / "race_hf"), str(tmp_path / "race_tf1" / "model.ckpt"), "hf_to_tf1").kind == "race"
     np.testing.assert_array_equal(_tf1_tensors(tmp_path / "race_tf1" / "model.ckpt")["output_weights"],
                                   race["output_weights"])
-    with pytest.raises(CheckpointError, match="RACE.*tf1 and hf only"):
-        convert(str(tmp_path / "race_hf"), str(tmp_path / "race_tf2" / "model.ckpt"), "hf_to_tf2")
+    # run_race.py's model holds it in our format too, and is told from a GLUE head there
+    convert(str(tmp_path / "race_hf"), str(tmp_path / "race_tf2" / "model.ckpt"), "hf_to_tf2")
+    back = convert(str(tmp_path / "race_tf2" / "model.ckpt"), str(tmp_path / "race_tf1b" / "model.ckpt"),
+                   "tf2_to_tf1", config_file=str(tmp_path / "albert_config.json"))
+    assert back.kind == "race"
+    np.testing.assert_array_equal(_tf1_tensors(tmp_path / "race_tf1b" / "model.ckpt")["output_bias"],
+                                  race["output_bias"])
 
     squad = {"cls/squad/output_weights": rng.standard_normal([2, H]).astype(np.float32),
              "cls/squad/output_bias": rng.standard_normal([2]).astype(np.float32)}

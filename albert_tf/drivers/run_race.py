@@ -1,0 +1,147 @@
+"""Fine-tunes and evaluates ALBERT on RACE (multiple-choice reading comprehension).
+
+The original's flags, defaults and files, plus the project's distribution, precision
+and XLA flags. Example:
+
+    python run_race.py --data_dir=$RACE_DIR --albert_config_file=$ALBERT/albert_config.json \\
+      --spm_model_file=$ALBERT/30k-clean.model --init_checkpoint=$ALBERT/model.ckpt-best \\
+      --output_dir=out/race --max_seq_length=512 --max_qa_length=128 --train_batch_size=32 \\
+      --learning_rate=1e-5 --train_step=12000 --warmup_step=1000 --save_checkpoints_steps=100
+
+--data_dir holds RACE/{train,dev,test}/{middle,high}/*.txt. Writes into --output_dir:
+the cached records (train/eval/predict.tf_record unless --train_file/--eval_file/
+--predict_file say where), model.ckpt-<step> checkpoints, eval_results.txt (each
+checkpoint's dev accuracy, overall and per level, and loss), model.ckpt-best +
+best_trial.txt; with --do_predict, predict_results.txt and test_predictions.jsonl for
+the test split. The work itself is in albert_tf.race.runner.
+"""
+from __future__ import annotations
+
+from absl import flags, logging
+
+from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.training.flags import define_flags
+from albert_tf.training.optimizers import OPTIMIZERS
+
+FLAGS = flags.FLAGS
+
+# ---- the original's flags (names and defaults) ----
+flags.DEFINE_string("data_dir", None, "The input data dir: holds RACE/{train,dev,test}/{middle,high}/*.txt.")
+flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
+flags.DEFINE_string("task_name", "race", "The task (RACE is the only one this driver runs).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (only for models without --spm_model_file).")
+flags.DEFINE_string("train_file", None, "Where the cached training records go (default "
+                    "<output_dir>/train.tf_record); rebuilt when the data, tokenizer or lengths change.")
+flags.DEFINE_string("eval_file", None, "Where the cached dev records go (default <output_dir>/eval.tf_record).")
+flags.DEFINE_string("predict_file", None, "Where the cached test records go (default "
+                    "<output_dir>/predict.tf_record).")
+flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the ALBERT model was trained with.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, records and result files are written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google's TF1 ALBERT checkpoint or one of "
+                    "this project's (prefix or directory).")
+flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
+                    "variables are used like --init_checkpoint; --albert_config_file is still needed).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (uncased models).")
+flags.DEFINE_float("dropout_prob", 0.1, "Dropout on each choice's pooled output before its score.")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per choice ([CLS] article [SEP] question+option [SEP]); "
+                     "the article is cut from its end.")
+flags.DEFINE_integer("max_qa_length", 128, "Question+option tokens kept (its last ones, where the option is).")
+flags.DEFINE_integer("num_keep_checkpoint", 5, "How many recent checkpoints to keep (model.ckpt-best is "
+                     "kept apart).")
+flags.DEFINE_bool("high_only", False, "Use only the high-school questions.")
+flags.DEFINE_bool("middle_only", False, "Use only the middle-school questions.")
+flags.DEFINE_bool("do_train", True, "Whether to run training.")
+flags.DEFINE_bool("do_eval", True, "Whether to evaluate (every checkpoint) on the dev set.")
+flags.DEFINE_bool("do_predict", False, "Whether to evaluate the test set with the best checkpoint.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (all replicas).")
+flags.DEFINE_integer("eval_batch_size", 8, "Batch size for eval.")
+flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
+flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate.")
+flags.DEFINE_integer("train_step", 12000, "Total number of training steps.")
+flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.")
+flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
+# The shared loop reads --keep_checkpoint_max: here it is the original's --num_keep_checkpoint.
+flags.DEFINE_alias("keep_checkpoint_max", "num_keep_checkpoint")
+
+REQUIRED = ("data_dir", "spm_model_file", "albert_config_file", "output_dir")
+
+
+def _job_from_flags():
+    import os
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.glue.features import tokenizer_fingerprint
+    from albert_tf.race.runner import RaceJob
+    from albert_tf.tokenization import FullTokenizer
+    from albert_tf.training import create_optimizer, train_config_from_flags
+    from albert_tf.vocab_check import check_tokenizer
+
+    require_flags(FLAGS, *REQUIRED)
+    if FLAGS.task_name.lower() != "race":
+        raise ValueError(f"--task_name={FLAGS.task_name}: run_race.py runs RACE only")
+    if not os.path.isdir(FLAGS.data_dir):
+        raise ValueError(f"--data_dir={FLAGS.data_dir}: no such directory (expected one holding "
+                         f"RACE/{{train,dev,test}}/{{middle,high}}/*.txt)")
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
+    if FLAGS.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {FLAGS.max_seq_length} because the ALBERT model was only "
+            f"trained up to sequence length {config.max_position_embeddings} (--max_seq_length)")
+    init_checkpoint = FLAGS.init_checkpoint
+    if FLAGS.albert_hub_module_handle:
+        if "://" in FLAGS.albert_hub_module_handle:
+            raise ValueError("--albert_hub_module_handle must be a local module directory (download and "
+                             "unpack the module first)")
+        init_checkpoint = init_checkpoint or FLAGS.albert_hub_module_handle
+    output_dir = os.path.abspath(FLAGS.output_dir)
+    return RaceJob(
+        data_dir=FLAGS.data_dir,
+        output_dir=output_dir,
+        albert_config=config,
+        tokenizer=FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file),
+        tokenizer_id=tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case),
+        max_seq_length=FLAGS.max_seq_length,
+        max_qa_length=FLAGS.max_qa_length,
+        eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size,
+        dropout_prob=FLAGS.dropout_prob,
+        high_only=FLAGS.high_only,
+        middle_only=FLAGS.middle_only,
+        use_one_hot_embeddings=FLAGS.use_tpu,  # as the original's drivers: one-hot lookups on TPU
+        record_files={"train": FLAGS.train_file, "dev": FLAGS.eval_file, "test": FLAGS.predict_file},
+        init_checkpoint=init_checkpoint,
+        train=train_config_from_flags(FLAGS, num_train_steps=FLAGS.train_step, output_dir=output_dir),
+        optimizer_fn=lambda: create_optimizer(FLAGS.learning_rate, FLAGS.train_step, FLAGS.warmup_step,
+                                              FLAGS.optimizer),
+    )
+
+
+@reports_errors
+def main(argv) -> int:
+    del argv
+    from albert_tf.race.data import levels_to_read
+    from albert_tf.race.runner import run_job
+    from albert_tf.training import strategy_from_flags
+
+    logging.set_verbosity(logging.INFO)
+    levels_to_read(FLAGS.high_only, FLAGS.middle_only)  # both set: one line before any work
+    job = _job_from_flags()
+    strategy = strategy_from_flags(FLAGS)
+    produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
+    for name, value in produced.items():
+        logging.info("%s: %s", name, value)
+    return 0
+
+
+# Shared flags with the original run_race's defaults: a checkpoint every 100 steps, 1000 steps per loop.
+define_flags(save_checkpoints_steps=100, iterations_per_loop=1000)
+
+
+def run() -> None:
+    """Console-script entry point (and what the checkout's launcher calls)."""
+    run_driver(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,88 @@
+"""The RACE model: each of the four choices through the encoder, one score per choice.
+
+As the original's `run_race.create_model`: inputs [B, 4, S] run as [B*4, S], the
+pooled output of each row, dropout `--dropout_prob`, then one `output_weights` [1, H]
+/ `output_bias` [1] projection (`modeling.heads.OutputProjection`; its TF1 names are
+assigned in `albert_tf.weights.names`) gives a score per choice; the scores [B, 4] go
+through a softmax cross-entropy over the choices. Dropout is keyed by example and
+choice (`dropout.rows_per_example`), so the masks do not depend on the device count.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.keras import keras
+from albert_tf.modeling.dropout import StatelessDropout, rows_per_example
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, as_encoder
+from albert_tf.modeling.heads import OutputProjection
+from albert_tf.race.data import NUM_CHOICES
+
+DEFAULT_DROPOUT = 0.1  # the original's --dropout_prob default
+
+
+class RaceModel(keras.Model):
+    """Encoder + one score per choice.
+
+    Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, 4, S].
+    Returns float32 `logits` [B, 4] and `probabilities` (softmax over the choices).
+    """
+
+    def __init__(self, encoder: AlbertModel | AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT, **kwargs):
+        kwargs.setdefault("name", "race_model")
+        super().__init__(**kwargs)
+        self.encoder = as_encoder(encoder)
+        self.config = self.encoder.config
+        self.dropout_rate = dropout_rate
+        self.output_dropout = StatelessDropout(dropout_rate, name="output_dropout", dtype="float32")
+        # Not named `classifier`: the converter tells a RACE checkpoint of ours from a GLUE one by this path.
+        self.choice_scorer = OutputProjection(1, self.config.initializer_range, name="output")
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
+        for name in ENCODER_INPUTS:
+            shape = inputs[name].shape
+            if shape.rank is not None and (shape.rank != 3 or shape[1] not in (None, NUM_CHOICES)):
+                raise ValueError(f"RACE input '{name}' must have shape [batch, {NUM_CHOICES}, seq_length], "
+                                 f"got {shape}")
+        seq_length = inputs["input_ids"].shape[-1] or tf.shape(inputs["input_ids"])[-1]
+        rows = {name: tf.reshape(inputs[name], [-1, seq_length]) for name in ENCODER_INPUTS}
+        with rows_per_example(NUM_CHOICES):  # row b*4+j is choice j of example b
+            pooled = self.encoder(rows, training=training)["pooled_output"]
+            scores = self.choice_scorer(self.output_dropout(pooled, training=training))
+        logits = tf.reshape(scores, [-1, NUM_CHOICES])
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
+        flat = self.encoder.dummy_inputs(batch_size * NUM_CHOICES, seq_length)
+        return {k: tf.reshape(v, [batch_size, NUM_CHOICES, seq_length]) for k, v in flat.items()}
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "encoder": self.encoder.get_config(), "dropout_rate": self.dropout_rate}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "RaceModel":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
+
+
+def build_race_model(config: AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT,
+                     use_one_hot_embeddings: bool = False) -> RaceModel:
+    """A built (variables created) RACE model."""
+    model = RaceModel(AlbertModel(config, use_one_hot_embeddings=use_one_hot_embeddings), dropout_rate)
+    model(model.dummy_inputs())
+    return model
+
+
+def per_example_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """[B] softmax cross-entropies over the four choices."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(tf.reshape(labels, [-1]), tf.int32), logits=tf.cast(logits, tf.float32))
+
+
+def loss_fn(logits: tf.Tensor, labels: tf.Tensor, weight: tf.Tensor) -> tf.Tensor:
+    """Mean cross-entropy over the real examples of a batch (`weight` = is_real; 0 for a
+    batch of padding only)."""
+    weight = tf.cast(tf.reshape(weight, [-1]), tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(per_example_loss(logits, labels) * weight), tf.reduce_sum(weight))
