@@ -72,7 +72,7 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     assert "Reusing cached SQuAD features" in again.stderr
     assert json.loads((out_dir / "predictions.json").read_text()) == predictions
     # Predict-only into an empty output_dir: the weights come from --init_checkpoint.
-    fine_tuned = tf.train.latest_checkpoint(str(out_dir))
+    fine_tuned = str(out_dir / "model.ckpt-best")  # what the predictions above came from
     elsewhere = tmp_path / "from_init"
     from_init = _run([*common, *SMALL, f"--output_dir={elsewhere}", "--do_predict",
                       f"--init_checkpoint={fine_tuned}",
