@@ -17,6 +17,9 @@ global_step are not carried over.
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 from absl import app, flags
 
 from albert_tf.checkpoints.conversion import DIRECTIONS, MODEL_KINDS

@@ -9,6 +9,10 @@ Input: one sentence per line, blank lines between documents.
     --output_file=out/train.tfrecord --spm_model_file=30k-clean.model
     --max_seq_length=128 --dupe_factor=5 --num_workers=4
 """
+
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 import os
 import sys
 

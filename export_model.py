@@ -8,6 +8,9 @@ module's signatures (tokens, mlm, sop, tokenization_info) plus a raw-text
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 from absl import app, flags
 
 from albert_tf.cli import reports_errors

@@ -19,6 +19,9 @@ logs (train: output_dir, eval: output_dir/eval); with --export_dir a SavedModel 
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 import math
 
 from absl import app, flags, logging

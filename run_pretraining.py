@@ -6,6 +6,9 @@ command resumes from the latest checkpoint in --output_dir.
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 import os
 
 from absl import app, flags

@@ -23,6 +23,9 @@ Differences from the original, on purpose:
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # first: hides TensorFlow's start-up lines
+quiet_startup()
+
 import os
 
 from absl import app, flags
