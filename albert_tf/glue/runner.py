@@ -67,7 +67,7 @@ class GlueJob:
     seed: int = 12345
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
-    enable_xla: bool = False
+    enable_xla: bool | str = False  # True, False or "force" (albert_tf.training.xla)
     export_dir: str | None = None
     threshold_to_export: float | None = None
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf.keras import keras
+from albert_tf.training.xla import define_enable_xla_flag
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -169,7 +170,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     def define(kind, name, default, help_text, enum_values=None):
         if name in flag_values:
             return
-        if kind == "enum":
+        if kind == "xla":
+            define_enable_xla_flag(flag_values)
+        elif kind == "enum":
             flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
         else:
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
@@ -180,7 +183,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
            "without GPUs, N > 1 splits the CPU into N logical devices).")
     define("enum", "mixed_precision", "none", "Compute precision: none (float32), bf16, or fp16 "
            "(with dynamic loss scaling).", enum_values=list(PRECISIONS))
-    define("bool", "enable_xla", False, "Compile the forward/backward step with XLA.")
+    define("xla", "enable_xla", False, "")  # true, false or force: see albert_tf.training.xla
     define("integer", "gradient_accumulation_steps", 1, "Split each batch into this many micro-batches "
            "and apply one update with their mean gradient (the same update as the whole batch).")
     define("integer", "log_steps", 100, "Print a progress line and write summaries every this many steps.")

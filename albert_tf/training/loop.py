@@ -52,6 +52,7 @@ from albert_tf.training import checkpointing
 from albert_tf.training.data import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.randomness import dropout_seed_scope, step_seed
+from albert_tf.training.xla import XlaSetting, parse_xla_setting, use_xla
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 # A metric is a scalar (averaged over batches) or a (numerator, denominator) pair whose
@@ -105,7 +106,7 @@ class TrainConfig:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = 1.0
-    enable_xla: bool = False
+    enable_xla: XlaSetting = False  # True, False or "force" (see xla.use_xla)
     seed: int = 12345
     handle_signals: bool = True
 
@@ -114,6 +115,7 @@ class TrainConfig:
                      "log_steps", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        parse_xla_setting(self.enable_xla)
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"clip_norm must be > 0 or None, got {self.clip_norm}")
 
@@ -248,6 +250,10 @@ class Trainer:
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
         self._loss_scale = optimizer if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer) else None
+        # --enable_xla, unless bf16 on CPU overrules it (xla.use_xla).
+        self.xla_compiled = use_xla(config.enable_xla, keras.mixed_precision.global_policy().compute_dtype,
+                                    tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+                                    or "CPU")
         inner = self._loss_scale.inner_optimizer if self._loss_scale else optimizer
         items = dict(model=self.model, optimizer=inner, global_step=self.global_step)
         if self._loss_scale:
@@ -385,7 +391,7 @@ class Trainer:
     def _build_train_fn(self):
         strategy = self.strategy
         self._gradients_fn = (tf.function(self._replica_gradients, jit_compile=True)
-                              if self.config.enable_xla else self._replica_gradients)
+                              if self.xla_compiled else self._replica_gradients)
         check_grad_norm = self._loss_scale is None  # fp16 skips non-finite steps by design
 
         @tf.function
