@@ -43,6 +43,64 @@ def dense(units: int, config: AlbertConfig, name: str, activation: Optional[str]
                               use_bias=use_bias, kernel_initializer=initializer(config), name=name)
 
 
+# One weight for a call: (float32 value, the same cast to the compute dtype) — see SharedDense.
+CastWeight = tuple[tf.Tensor, tf.Tensor]
+
+
+@tf.custom_gradient
+def _reuse_cast(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
+    """`cast` (`master` cast once per forward pass) as one call's weight.  Its gradient goes
+    to `master` as a float32 cast of this call's gradient, exactly what a per-call cast
+    gives: the calls' gradients still add up in float32, not in 16 bits."""
+
+    def backward(d_cast):
+        return tf.cast(d_cast, master.dtype), None
+
+    return tf.identity(cast), backward
+
+
+class SharedDense(keras.layers.Dense):
+    """The dense layers of a transformer block, which every layer of its ALBERT group runs.
+
+    Under a mixed policy, Keras casts a kernel to 16 bits at every call: 12 casts per
+    weight and 12 live 16-bit copies (170 MB for ALBERT-base) per step.  `cast_weights()`
+    casts kernel and bias once per forward pass, and `call(x, cast_weights=...)` uses
+    that copy.  Under float32 it is a plain Dense.
+    """
+
+    def add_weight(self, *args, **kwargs):
+        kwargs["autocast"] = False  # read as float32; call() does the casting
+        return super().add_weight(*args, **kwargs)
+
+    def cast_weights(self) -> Optional[tuple[CastWeight, ...]]:
+        """(kernel[, bias]) as (float32, compute dtype) pairs; None under float32 or before build."""
+        if not self.built or self.compute_dtype == self.variable_dtype:
+            return None
+        weights = [self.kernel] + ([self.bias] if self.use_bias else [])
+        return tuple((master, tf.cast(master, self.compute_dtype))
+                     for master in (tf.convert_to_tensor(w) for w in weights))
+
+    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None):
+        inputs = tf.cast(inputs, self.compute_dtype)
+        if cast_weights is None:
+            cast_weights = self.cast_weights()
+        if cast_weights is None:  # float32: the weights as they are
+            kernel, bias = self.kernel, self.bias if self.use_bias else None
+        else:
+            kernel = _reuse_cast(*cast_weights[0])
+            bias = _reuse_cast(*cast_weights[1]) if self.use_bias else None
+        rank = inputs.shape.rank
+        outputs = tf.matmul(inputs, kernel) if rank == 2 else tf.tensordot(inputs, kernel, [[rank - 1], [0]])
+        if bias is not None:
+            outputs = tf.nn.bias_add(outputs, bias)
+        return self.activation(outputs) if self.activation is not None else outputs
+
+
+def shared_dense(units: int, config: AlbertConfig, name: str, activation: Optional[str] = None) -> SharedDense:
+    return SharedDense(units, activation=get_activation(activation) if activation else None,
+                       kernel_initializer=initializer(config), name=name)
+
+
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
     """LayerNorm over the last axis, computed as the original's `tf.contrib.layers.layer_norm`
     (moments, rsqrt, x * inv + (beta - mean * inv)), with its gradient written out.
@@ -148,20 +206,24 @@ class SelfAttention(keras.layers.Layer):
         self.num_heads = config.num_attention_heads
         self.head_size = config.attention_head_size
         hidden = config.hidden_size
-        self.query = dense(hidden, config, "query")
-        self.key = dense(hidden, config, "key")
-        self.value = dense(hidden, config, "value")
-        self.output_dense = dense(hidden, config, "dense")
+        self.query = shared_dense(hidden, config, "query")
+        self.key = shared_dense(hidden, config, "key")
+        self.value = shared_dense(hidden, config, "value")
+        self.output_dense = shared_dense(hidden, config, "dense")
         self.probs_dropout = dropout(config.attention_probs_dropout_prob, name="attention_dropout")
 
     def _split_heads(self, x):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
 
-    def call(self, x, attention_adder, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+    def dense_layers(self) -> dict[str, SharedDense]:
+        return {"query": self.query, "key": self.key, "value": self.value, "dense": self.output_dense}
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        q = self._split_heads(self.query(x, cast_weights=w.get("query")))
+        k = self._split_heads(self.key(x, cast_weights=w.get("key")))
+        v = self._split_heads(self.value(x, cast_weights=w.get("value")))
         scores = tf.einsum("bfnd,btnd->bnft", q, k)
         # Softmax in float32; scale after the matmul, as the original does.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
@@ -170,7 +232,7 @@ class SelfAttention(keras.layers.Layer):
         context = tf.einsum("bnft,btnd->bfnd", probs, v)
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
-        return self.output_dense(context)
+        return self.output_dense(context, cast_weights=w.get("dense"))
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -186,16 +248,25 @@ class TransformerBlock(keras.layers.Layer):
         self.attention = SelfAttention(config, name="attention_1")
         self.attention_dropout = dropout(config.hidden_dropout_prob, name="attention_output_dropout")
         self.attention_layer_norm = LayerNorm(name="LayerNorm")
-        self.intermediate = dense(config.intermediate_size, config, "intermediate", config.hidden_act)
-        self.ffn_output = dense(config.hidden_size, config, "ffn_output")
+        self.intermediate = shared_dense(config.intermediate_size, config, "intermediate", config.hidden_act)
+        self.ffn_output = shared_dense(config.hidden_size, config, "ffn_output")
         self.ffn_dropout = dropout(config.hidden_dropout_prob, name="ffn_output_dropout")
         self.output_layer_norm = LayerNorm(name="LayerNorm_1")
 
-    def call(self, x, attention_adder, training=None):
-        attention = self.attention(x, attention_adder, training=training)
+    def cast_weights(self) -> Optional[dict]:
+        """The block's dense weights cast to the compute dtype, to hand to every call of one
+        forward pass (`call(..., cast_weights=...)`); None under float32 or before build."""
+        layers = {**self.attention.dense_layers(), "intermediate": self.intermediate, "ffn_output": self.ffn_output}
+        casts = {name: layer.cast_weights() for name, layer in layers.items()}
+        return None if any(c is None for c in casts.values()) else casts
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        attention = self.attention(x, attention_adder, training=training, cast_weights=cast_weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
-        ffn = self.ffn_output(self.intermediate(attention))
+        ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
+                              cast_weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 
