@@ -20,6 +20,7 @@ from __future__ import annotations
 from absl import flags, logging
 
 from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.drivers.finetuning import check_max_seq_length, init_checkpoint_from_flags
 from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
 
@@ -84,16 +85,8 @@ def _job_from_flags():
                          f"RACE/{{train,dev,test}}/{{middle,high}}/*.txt)")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
-    if FLAGS.max_seq_length > config.max_position_embeddings:
-        raise ValueError(
-            f"Cannot use sequence length {FLAGS.max_seq_length} because the ALBERT model was only "
-            f"trained up to sequence length {config.max_position_embeddings} (--max_seq_length)")
-    init_checkpoint = FLAGS.init_checkpoint
-    if FLAGS.albert_hub_module_handle:
-        if "://" in FLAGS.albert_hub_module_handle:
-            raise ValueError("--albert_hub_module_handle must be a local module directory (download and "
-                             "unpack the module first)")
-        init_checkpoint = init_checkpoint or FLAGS.albert_hub_module_handle
+    check_max_seq_length(FLAGS.max_seq_length, config.max_position_embeddings)
+    init_checkpoint = init_checkpoint_from_flags(FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle)
     output_dir = os.path.abspath(FLAGS.output_dir)
     return RaceJob(
         data_dir=FLAGS.data_dir,
