@@ -1,25 +1,30 @@
 """A uniform random permutation of more records than fit in memory (an external shuffle).
 
-Every record carries a 64-bit key; the output is all records sorted by key,
-equal keys in arrival order. With independent uniform keys that is a uniform
-random permutation. Records are appended to one of B bucket files by key range
-(bucket = key * B >> 64), in arrival order; the buckets are then read back one
-at a time, in key order, and sorted in memory. A bucket larger than the memory
-limit (B is chosen from an estimate) is first split on disk into smaller key
-ranges the same way. So the order depends only on the keys and the arrival
-order, not on B, the limit, or which process produced a record.
+Every record carries a 64-bit random key and an ordinal (its place in generation
+order); the output is all records sorted by (key, ordinal). With independent
+uniform keys that is a uniform random permutation, and the ordinal makes equal
+keys (rare, but expected once in a few billion records) keep generation order.
 
-Bucket file entry: uint64 key, uint32 payload length (little-endian), payload.
+Scatter: records are appended to one of B buckets by key range (bucket = key * B
+>> 64). A bucket may be spread over several files, `bucket-<b>.<tag>`, one per
+writing process, so that workers scatter in parallel without sharing a file.
+Sort: each bucket's files are read back together and sorted in memory; a bucket
+larger than the memory limit (B is chosen from an estimate) is first split on
+disk into smaller key ranges the same way. Buckets are independent, so several
+processes may sort different buckets at once. The order depends only on the keys
+and ordinals: not on B, the memory limit, which process wrote a record or where.
+
+Bucket file entry: uint64 key, uint64 ordinal, uint32 payload length (little-endian), payload.
 """
 from __future__ import annotations
 
 import os
 import struct
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator, Mapping
 
 KEY_SPACE = 1 << 64
-ENTRY_HEADER = struct.Struct("<QI")
+ENTRY_HEADER = struct.Struct("<QQI")
 
 
 def bucket_of(key: int, num_buckets: int) -> int:
@@ -27,17 +32,31 @@ def bucket_of(key: int, num_buckets: int) -> int:
     return (key * num_buckets) >> 64
 
 
-def entry(key: int, payload: bytes) -> bytes:
+def entry(key: int, ordinal: int, payload: bytes) -> bytes:
     """One bucket-file entry."""
-    return ENTRY_HEADER.pack(key, len(payload)) + payload
+    return ENTRY_HEADER.pack(key, ordinal, len(payload)) + payload
 
 
 @dataclass
 class ShuffleStats:
-    buckets: int = 0
     bucket_splits: int = 0  # buckets over the memory limit, split on disk before sorting
-    largest_sorted_bytes: int = 0  # the most entry bytes held in memory at once
-    bytes_written: int = 0  # entry bytes scattered (about the output's size)
+    largest_sorted_bytes: int = 0  # the most entry bytes one process held in memory at once
+
+    def merge(self, other: "ShuffleStats") -> None:
+        self.bucket_splits += other.bucket_splits
+        self.largest_sorted_bytes = max(self.largest_sorted_bytes, other.largest_sorted_bytes)
+
+
+def _bucket_prefix(directory: str, bucket: int) -> str:
+    return os.path.join(directory, f"bucket-{bucket:05d}")
+
+
+def append_to_buckets(directory: str, tag: str, blobs: Mapping[int, bytes]) -> None:
+    """Appends each blob (concatenated `entry` bytes) to its bucket's file for writer `tag`.
+    Only one process may use a given tag at a time."""
+    for bucket, blob in blobs.items():
+        with open(f"{_bucket_prefix(directory, bucket)}.{tag}", "ab") as f:
+            f.write(blob)
 
 
 def _range_start(lo: int, hi: int, parts: int, i: int) -> int:
@@ -45,94 +64,77 @@ def _range_start(lo: int, hi: int, parts: int, i: int) -> int:
     return lo + -(-(i * (hi - lo)) // parts)
 
 
-class BucketFiles:
-    """Scatter side, then the sorted read-back. Files live in `directory` and are removed as they are read."""
+def sorted_bucket(directory: str, bucket: int, num_buckets: int, tags: Iterable[str], memory_limit: int,
+                  max_open: int, stats: ShuffleStats) -> Iterator[list[memoryview]]:
+    """The payloads of `bucket` (its files of writers `tags`) in (key, ordinal) order, as one list (or, for a
+    bucket split on disk, one list per key range, in order). Its files are removed once read. At most about
+    `memory_limit` bytes of entries (plus ~160 bytes per entry of index) are in memory."""
+    prefix = _bucket_prefix(directory, bucket)
+    paths = [path for path in (f"{prefix}.{tag}" for tag in sorted(tags)) if os.path.exists(path)]
+    if paths:
+        lo = _range_start(0, KEY_SPACE, num_buckets, bucket)
+        hi = _range_start(0, KEY_SPACE, num_buckets, bucket + 1)
+        yield from _sorted(paths, lo, hi, memory_limit, max_open, True, stats)
 
-    BUFFER_BYTES = 8192  # per open bucket file: at most 8 MiB for 1024 buckets
 
-    def __init__(self, directory: str, num_buckets: int):
-        self.directory = directory
-        self.num_buckets = num_buckets
-        self.stats = ShuffleStats(buckets=num_buckets)
-        self._files: dict[int, object] = {}
-
-    def _path(self, bucket: int) -> str:
-        return os.path.join(self.directory, f"bucket-{bucket:05d}")
-
-    def append(self, bucket: int, blob: bytes) -> None:
-        """Appends entries (concatenated `entry` bytes) to `bucket`."""
-        f = self._files.get(bucket)
-        if f is None:
-            f = self._files[bucket] = open(self._path(bucket), "wb", buffering=self.BUFFER_BYTES)
-        f.write(blob)
-        self.stats.bytes_written += len(blob)
-
-    def close(self) -> None:
-        for f in self._files.values():
-            f.close()
-
-    def sorted_runs(self, memory_limit: int, max_open: int) -> Iterator[list[memoryview]]:
-        """All payloads in key order, one list per bucket (or part of a split bucket); each file is removed
-        once read. At most about `memory_limit` bytes of entries (plus ~150 bytes per entry of index) are
-        in memory."""
-        self.close()
-        for bucket in range(self.num_buckets):
-            path = self._path(bucket)
-            if bucket in self._files:
-                lo = _range_start(0, KEY_SPACE, self.num_buckets, bucket)
-                hi = _range_start(0, KEY_SPACE, self.num_buckets, bucket + 1)
-                yield from self._sorted(path, lo, hi, memory_limit, max_open, can_split=True)
-
-    def _sorted(self, path: str, lo: int, hi: int, memory_limit: int, max_open: int,
-                can_split: bool) -> Iterator[list[memoryview]]:
-        size = os.path.getsize(path)
-        parts = min(max_open, -(-size // max(1, memory_limit // 2)))
-        if size > memory_limit and can_split and parts >= 2 and hi - lo >= parts:
-            self.stats.bucket_splits += 1
-            sizes = self._split(path, lo, hi, parts)
-            for i in range(parts):
-                sub_lo, sub_hi = _range_start(lo, hi, parts, i), _range_start(lo, hi, parts, i + 1)
-                if sizes[i]:
-                    # A part as large as the whole (all keys in one range) cannot shrink by splitting again.
-                    yield from self._sorted(f"{path}.{i}", sub_lo, sub_hi, memory_limit, max_open,
-                                            can_split=sizes[i] < size)
-                else:
-                    os.remove(f"{path}.{i}")
-            return
+def _sorted(paths: list[str], lo: int, hi: int, memory_limit: int, max_open: int, can_split: bool,
+            stats: ShuffleStats) -> Iterator[list[memoryview]]:
+    sizes = [os.path.getsize(p) for p in paths]
+    size = sum(sizes)
+    parts = min(max_open, -(-size // max(1, memory_limit // 2)))
+    if size > memory_limit and can_split and parts >= 2 and hi - lo >= parts:
+        stats.bucket_splits += 1
+        part_prefix = paths[0] + ".part"
+        part_sizes = _split(paths, part_prefix, lo, hi, parts)
+        for i in range(parts):
+            part = f"{part_prefix}{i}"
+            if part_sizes[i]:
+                # A part as large as the whole (all keys in one range) cannot shrink by splitting again.
+                yield from _sorted([part], _range_start(lo, hi, parts, i), _range_start(lo, hi, parts, i + 1),
+                                   memory_limit, max_open, part_sizes[i] < size, stats)
+            else:
+                os.remove(part)
+        return
+    data = bytearray(size)
+    view = memoryview(data)
+    pos = 0
+    for path, n in zip(paths, sizes):
         with open(path, "rb") as f:
-            data = f.read()
+            f.readinto(view[pos:pos + n])
         os.remove(path)
-        self.stats.largest_sorted_bytes = max(self.stats.largest_sorted_bytes, len(data))
-        unpack = ENTRY_HEADER.unpack_from
-        header = ENTRY_HEADER.size
-        index = []  # (key, start, end): sorting tuples keeps equal keys in file (arrival) order
-        pos = 0
-        while pos < len(data):
-            key, length = unpack(data, pos)
-            index.append((key, pos + header, pos + header + length))
-            pos += header + length
-        index.sort()
-        view = memoryview(data)
-        yield [view[start:end] for _, start, end in index]
+        pos += n
+    stats.largest_sorted_bytes = max(stats.largest_sorted_bytes, size)
+    unpack = ENTRY_HEADER.unpack_from
+    header = ENTRY_HEADER.size
+    index = []  # (key, ordinal, start, end): ordinals are unique, so positions never decide
+    pos = 0
+    while pos < size:
+        key, ordinal, length = unpack(data, pos)
+        index.append((key, ordinal, pos + header, pos + header + length))
+        pos += header + length
+    index.sort()
+    yield [view[start:end] for _, _, start, end in index]
 
-    def _split(self, path: str, lo: int, hi: int, parts: int) -> list[int]:
-        """Streams `path` into `parts` files by key range (order kept within each); returns their sizes."""
-        width = hi - lo
-        sizes = [0] * parts
-        outs = [open(f"{path}.{i}", "wb", buffering=1 << 16) for i in range(parts)]
-        try:
+
+def _split(paths: list[str], part_prefix: str, lo: int, hi: int, parts: int) -> list[int]:
+    """Streams the files into `parts` files `<part_prefix><i>` by key range; removes them; returns part sizes."""
+    width = hi - lo
+    sizes = [0] * parts
+    outs = [open(f"{part_prefix}{i}", "wb", buffering=1 << 16) for i in range(parts)]
+    try:
+        for path in paths:
             with open(path, "rb", buffering=1 << 20) as f:
                 while True:
                     header = f.read(ENTRY_HEADER.size)
                     if not header:
                         break
-                    key, length = ENTRY_HEADER.unpack(header)
+                    key, _, length = ENTRY_HEADER.unpack(header)
                     part = ((key - lo) * parts) // width
                     outs[part].write(header)
                     outs[part].write(f.read(length))
                     sizes[part] += ENTRY_HEADER.size + length
-        finally:
-            for out in outs:
-                out.close()
-        os.remove(path)
-        return sizes
+            os.remove(path)
+    finally:
+        for out in outs:
+            out.close()
+    return sizes

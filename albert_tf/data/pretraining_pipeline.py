@@ -13,23 +13,25 @@ but with memory bounded whatever the corpus size:
    (single-segment chunks, `random_next_sentence`) is drawn uniformly from the
    whole corpus (not the current one, as the original) and read from the store
    by offset. Each instance gets a random 64-bit sort key; serialized and framed
-   as TFRecords, instances are scattered by key range into bucket files.
-3. Write: buckets are sorted by key one at a time and appended to the outputs,
-   instance k of the result going to shard k % num_shards (as the original's
-   round-robin writer).
+   as TFRecords, instances are scattered by key range into bucket files, each
+   worker appending to files of its own.
+3. Write: workers sort buckets by key (several at once) and write each sorted
+   bucket's share of every output as a piece file, instance k of the result
+   going to shard k % num_shards (as the original's round-robin writer); the
+   main process appends the pieces to the outputs in bucket order.
 
 Reproducibility: every draw for document d in pass p, sort keys included, comes
 from random.Random(seed(random_seed, p, d)), and equal keys keep generation
-order (pass, document, instance). The output is therefore one uniform random
+order (pass, document, instance) by the ordinal stored beside each key. The output is therefore one uniform random
 permutation of all instances, the same bytes for any --num_workers,
 --block_size_mb, --shuffle_bucket_mb or --tmp_dir.
 
 Memory: about 2 * num_workers + 1 blocks (text, then their instances) in
-flight, and in phase 3 one bucket of at most `shuffle_bucket_mb` (a single
-document larger than a block is held whole). Disk, in a fresh directory under
+flight, and in phase 3 one bucket of at most `shuffle_bucket_mb` in each worker
+(a single document larger than a block is held whole). Disk, in a fresh directory under
 `tmp_dir` (default: the first output's directory) that is removed at the end,
 also on errors: the token store (about half the text) and the buckets (about
-the size of the output). No process imports TensorFlow: the records are
+the size of the output; pieces of the output in phase 3). No process imports TensorFlow: the records are
 encoded and framed by `tfrecord`.
 """
 from __future__ import annotations
@@ -61,7 +63,15 @@ from albert_tf.data.document_store import (
     encode_document,
     token_typecode,
 )
-from albert_tf.data.external_shuffle import ENTRY_HEADER, KEY_SPACE, BucketFiles, bucket_of, entry
+from albert_tf.data.external_shuffle import (
+    ENTRY_HEADER,
+    KEY_SPACE,
+    ShuffleStats,
+    append_to_buckets,
+    bucket_of,
+    entry,
+    sorted_bucket,
+)
 from albert_tf.data.pretraining_features import ExampleSerializer
 from albert_tf.data.pretraining_instances import (
     InstanceOptions,
@@ -69,7 +79,7 @@ from albert_tf.data.pretraining_instances import (
     VocabInfo,
     create_instances_from_document,
 )
-from albert_tf.data.tfrecord import TFRecordWriter, frame_record
+from albert_tf.data.tfrecord import frame_record
 from albert_tf.fileio import atomic_write_text
 from albert_tf.tokenization import FullTokenizer, preprocess_text
 
@@ -94,7 +104,7 @@ class PipelineConfig:
     num_workers: int = 1
     skip_invalid_lines: bool = False
     block_size_mb: float = 1.0
-    shuffle_bucket_mb: float = 64.0  # most bytes of instances sorted in memory at once (phase 3)
+    shuffle_bucket_mb: float = 64.0  # most bytes of instances a worker sorts in memory at once (phase 3)
     tmp_dir: str | None = None  # default: the first output's directory
     shuffle: bool = True  # False: generation order (pass, document, instance), for tests and inspection
     summary_file: str | None = None  # default: <first output>.summary.json (or <prefix>.summary.json)
@@ -241,10 +251,19 @@ class TokenizedBlock(NamedTuple):
 
 
 class UnitResult(NamedTuple):
-    buckets: dict[int, bytes]  # bucket -> bucket-file entries, in generation order
+    tag: str  # the writer tag of the bucket files appended to
+    bucket_counts: dict[int, int]  # bucket -> instances appended to it
+    bytes_written: int  # bucket-file bytes
     stats: InstanceStats
     instances: int
     documents: int
+
+
+class BucketResult(NamedTuple):
+    bucket: int
+    instances: int
+    pieces: list[str | None]  # per output: the piece file of this bucket's share, or None
+    stats: ShuffleStats
 
 
 @dataclass(frozen=True)
@@ -294,7 +313,7 @@ def _init_worker(settings: _WorkerSettings, in_worker_process: bool = True) -> N
     global _CONTEXT
     if in_worker_process:
         # Ctrl-C goes to the whole process group: only the main process acts on it
-        # (it stops the pool and removes temporaries); workers write no files. A forked
+        # (it stops the pool and removes temporaries, workers' files included). A forked
         # worker would also inherit the CLI's SIGTERM handler: back to the default.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -352,8 +371,12 @@ def tokenize_block(raw_documents: list[list[str]]) -> TokenizedBlock:
     return TokenizedBlock(b"".join(records), [len(r) for r in records], sentences, tokens)
 
 
-def make_instances(dupe: int, start: int, end: int, num_buckets: int) -> UnitResult:
-    """Phase 2: instances of documents [start, end) for pass `dupe`, framed, keyed and grouped by bucket."""
+MAX_INSTANCES_PER_UNIT = 1 << 32  # an ordinal is (unit << 32) | instance within the unit
+
+
+def make_instances(unit: int, dupe: int, start: int, end: int, num_buckets: int) -> UnitResult:
+    """Phase 2: instances of documents [start, end) for pass `dupe` (the `unit`-th task), framed, keyed
+    and appended to this worker's bucket files."""
     ctx = _CONTEXT
     settings = ctx.settings
     store = ctx.store
@@ -362,6 +385,7 @@ def make_instances(dupe: int, start: int, end: int, num_buckets: int) -> UnitRes
     stats = InstanceStats()
     buckets: dict[int, list[bytes]] = collections.defaultdict(list)
     count = 0
+    first_ordinal = unit * MAX_INSTANCES_PER_UNIT
     for document_index in range(start, end):
         rng = random.Random(document_seed(settings.random_seed, dupe, document_index))
         instances = create_instances_from_document(corpus, document_index, settings.options, ctx.vocab, rng, stats)
@@ -372,9 +396,42 @@ def make_instances(dupe: int, start: int, end: int, num_buckets: int) -> UnitRes
                 key = rng.getrandbits(64)
             else:
                 key = ordered_key(dupe, document_index, k, store.num_documents, settings.dupe_factor)
-            buckets[bucket_of(key, num_buckets)].append(entry(key, record))
+            buckets[bucket_of(key, num_buckets)].append(entry(key, first_ordinal + count + k, record))
         count += len(instances)
-    return UnitResult({b: b"".join(parts) for b, parts in buckets.items()}, stats, count, end - start)
+    if count >= MAX_INSTANCES_PER_UNIT:
+        raise PretrainingDataError(f"{count} instances from documents {start}-{end}: lower --block_size_mb")
+    blobs = {b: b"".join(parts) for b, parts in buckets.items()}
+    tag = str(os.getpid())  # one writer per process: workers never share a bucket file
+    append_to_buckets(settings.work_dir, tag, blobs)
+    return UnitResult(tag, {b: len(parts) for b, parts in buckets.items()}, sum(map(len, blobs.values())), stats,
+                      count, end - start)
+
+
+def write_bucket(bucket: int, first_instance: int, num_buckets: int, tags: tuple[str, ...], num_outputs: int,
+                 memory_limit: int, max_open: int) -> BucketResult:
+    """Phase 3: sorts `bucket` and writes output j's share of it (instances k with k % num_outputs == j,
+    k counted from `first_instance`, the number of instances in the buckets before it) to a piece file."""
+    _CONTEXT.close()  # the document store is no longer needed (its files are already unlinked)
+    work_dir = _CONTEXT.settings.work_dir
+    stats = ShuffleStats()
+    paths = [os.path.join(work_dir, f"piece-{bucket:05d}-{j:05d}") for j in range(num_outputs)]
+    files: list = [None] * num_outputs
+    written = first_instance
+    try:
+        for run in sorted_bucket(work_dir, bucket, num_buckets, tags, memory_limit, max_open, stats):
+            for j in range(num_outputs):
+                share = run[(j - written) % num_outputs :: num_outputs]
+                if share:
+                    if files[j] is None:
+                        files[j] = open(paths[j], "wb", buffering=1 << 20)
+                    files[j].writelines(share)
+            written += len(run)
+    finally:
+        for f in files:
+            if f is not None:
+                f.close()
+    return BucketResult(bucket, written - first_instance,
+                        [path if f is not None else None for path, f in zip(paths, files)], stats)
 
 
 # ------------------------------------------------------------------ orchestration
@@ -494,56 +551,99 @@ def _tokenize_corpus(config: PipelineConfig, runner: _Runner, work_dir: str, cou
     return facts
 
 
-def _max_open_buckets() -> int:
-    """Bucket files open at once during the scatter: half the descriptor limit, at most 1024."""
+MAX_BUCKETS = 16384  # a unit's instances (~600 per MB of text) go to at most this many files: ~1 open each
+
+
+def _max_open_files() -> int:
+    """Files a worker opens at once to split an oversized bucket: half the descriptor limit, at most 1024."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return max(2, min(1024, (soft - 64) // 2 if soft != resource.RLIM_INFINITY else 1024))
 
 
-def choose_num_buckets(config: PipelineConfig, facts: CorpusFacts, record_bytes: int, max_open: int) -> int:
+def choose_num_buckets(config: PipelineConfig, facts: CorpusFacts, record_bytes: int) -> int:
     """Enough buckets that each holds about half the sort memory, from a generous estimate of the output
     (a bucket that still turns out too large is split on disk; the count never changes the output)."""
     max_num_tokens = config.options.max_seq_length - 3
     instances_per_pass = facts.documents + 2 * facts.tokens / max_num_tokens
     estimate = config.dupe_factor * instances_per_pass * (record_bytes + TFRECORD_FRAMING + ENTRY_HEADER.size)
     target = config.shuffle_bucket_mb * (1 << 20) / 2
-    return max(1, min(max_open, math.ceil(estimate / target)))
+    return max(1, min(MAX_BUCKETS, math.ceil(estimate / target)))
+
+
+@dataclass
+class ScatterFacts:
+    bucket_counts: collections.Counter = field(default_factory=collections.Counter)  # bucket -> instances
+    tags: set = field(default_factory=set)  # writer tags of the bucket files
+    bytes_written: int = 0
 
 
 def _make_instances(config: PipelineConfig, runner: _Runner, store: DocumentStore, unit_bytes: int,
-                    buckets: BucketFiles, stats: InstanceStats) -> int:
-    """Phase 2: all passes' instances scattered into `buckets`; returns their count."""
+                    num_buckets: int, stats: InstanceStats) -> ScatterFacts:
+    """Phase 2: all passes' instances scattered into the workers' bucket files."""
     progress = _Progress("instances", store.num_documents * config.dupe_factor, config.progress_interval)
-    tasks = ((dupe, start, end, buckets.num_buckets)
-             for dupe in range(config.dupe_factor) for start, end in store.iter_ranges(unit_bytes))
-    count = 0
+    ranges = ((dupe, start, end) for dupe in range(config.dupe_factor) for start, end in store.iter_ranges(unit_bytes))
+    tasks = ((unit, dupe, start, end, num_buckets) for unit, (dupe, start, end) in enumerate(ranges))
+    facts = ScatterFacts()
     for result in runner.map(make_instances, tasks):
-        for bucket, blob in result.buckets.items():
-            buckets.append(bucket, blob)
+        facts.bucket_counts.update(result.bucket_counts)
+        facts.tags.add(result.tag)
+        facts.bytes_written += result.bytes_written
         stats.merge(result.stats)
-        count += result.instances
         progress.update(result.documents, documents=result.documents, instances=result.instances)
     progress.update(final=True)
-    return count
+    return facts
 
 
-def _write_outputs(config: PipelineConfig, buckets: BucketFiles, temp_files: list[str], total: int) -> None:
-    """Phase 3: the sorted instances, instance k to output k % len(outputs)."""
+def _append_file(source: str, target_fd: int) -> None:
+    """Appends the file at `source` to the open file `target_fd` (in the kernel where it can), removes it."""
+    with open(source, "rb") as f:
+        remaining = os.fstat(f.fileno()).st_size
+        copy_file_range = getattr(os, "copy_file_range", None)
+        while remaining > 0 and copy_file_range is not None:
+            try:
+                copied = copy_file_range(f.fileno(), target_fd, remaining)
+            except OSError:  # e.g. another file system on an older kernel: copy through user space
+                break
+            if copied == 0:
+                break
+            remaining -= copied
+        while remaining > 0:
+            chunk = f.read(min(remaining, 1 << 20))
+            if not chunk:
+                raise OSError(f"{source} ended early")
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(target_fd, view):]
+            remaining -= len(chunk)
+    os.remove(source)
+
+
+def _write_outputs(config: PipelineConfig, runner: _Runner, scatter: ScatterFacts, num_buckets: int,
+                   temp_files: list[str], shuffle_stats: ShuffleStats) -> None:
+    """Phase 3: workers sort the buckets into pieces; their pieces are appended here in bucket order."""
+    total = sum(scatter.bucket_counts.values())
     progress = _Progress("writing", total, config.progress_interval)
-    writers = [TFRecordWriter(tmp) for tmp in temp_files]
+    memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
+    tasks, first = [], 0
+    for bucket in sorted(scatter.bucket_counts):
+        tasks.append((bucket, first, num_buckets, tuple(sorted(scatter.tags)), len(temp_files), memory_limit,
+                      _max_open_files()))
+        first += scatter.bucket_counts[bucket]
+    outputs = [os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666) for tmp in temp_files]
     try:
-        memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
-        num_outputs = len(writers)
-        written = 0
-        for run in buckets.sorted_runs(memory_limit, _max_open_buckets()):
-            for j, writer in enumerate(writers):
-                writer.write_framed(run[(j - written) % num_outputs :: num_outputs])
-            written += len(run)
-            progress.update(len(run), instances=len(run))
+        for result in runner.map(write_bucket, tasks):
+            expected = scatter.bucket_counts[result.bucket]
+            if result.instances != expected:
+                raise RuntimeError(f"bucket {result.bucket}: sorted {result.instances} of {expected} instances")
+            for piece, output in zip(result.pieces, outputs):
+                if piece is not None:
+                    _append_file(piece, output)
+            shuffle_stats.merge(result.stats)
+            progress.update(result.instances, instances=result.instances)
         progress.update(final=True)
     finally:
-        for writer in writers:
-            writer.close()
+        for output in outputs:
+            os.close(output)
 
 
 def _shares(counts: dict) -> dict:
@@ -627,6 +727,7 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
                                config.random_seed, config.dupe_factor, config.shuffle, work_dir,
                                token_typecode(tokenizer.vocab_size))
     stats = InstanceStats()
+    shuffle_stats = ShuffleStats()
     counters = ReadCounters()
     try:
         runner = _Runner(settings, config.num_workers)
@@ -635,22 +736,21 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
             _check_nonempty(config, facts.documents)
             serializer = ExampleSerializer(config.options.max_seq_length, config.options.num_masked_slots,
                                            max(tokenizer.vocab_size, config.options.max_seq_length))
-            num_buckets = choose_num_buckets(config, facts, serializer.max_record_bytes(), _max_open_buckets())
-            buckets = BucketFiles(work_dir, num_buckets)
+            num_buckets = choose_num_buckets(config, facts, serializer.max_record_bytes())
             store = DocumentStore(work_dir, settings.typecode)  # here only its index is read
             # Units of about a block of text, as in phase 1 (the store is smaller than the text).
             unit_bytes = max(1, int(config.block_size_mb * (1 << 20) * facts.store_bytes
                                     / max(1, counters.bytes_read)))
             try:
-                total = _make_instances(config, runner, store, unit_bytes, buckets, stats)
+                scatter = _make_instances(config, runner, store, unit_bytes, num_buckets, stats)
             finally:
                 store.close()
-                buckets.close()
+            for name in (DATA_FILE, INDEX_FILE):
+                # frees the disk before the outputs grow, once each worker has closed it (write_bucket)
+                os.remove(os.path.join(work_dir, name))
+            _write_outputs(config, runner, scatter, num_buckets, temp_files, shuffle_stats)
         finally:
-            runner.close()  # workers hold memory; phase 3 runs in this process
-        for name in (DATA_FILE, INDEX_FILE):
-            os.remove(os.path.join(work_dir, name))  # free the disk before the outputs grow
-        _write_outputs(config, buckets, temp_files, total)
+            runner.close()
         for tmp, path in zip(temp_files, config.output_files):
             os.replace(tmp, path)
     except BaseException:
@@ -660,9 +760,9 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
         raise
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-    shuffle = {"buckets": buckets.stats.buckets, "bucket_splits": buckets.stats.bucket_splits,
-               "largest_sorted_bytes": buckets.stats.largest_sorted_bytes,
-               "temporary_bytes": facts.store_bytes + buckets.stats.bytes_written}
+    shuffle = {"buckets": num_buckets, "bucket_splits": shuffle_stats.bucket_splits,
+               "largest_sorted_bytes": shuffle_stats.largest_sorted_bytes,
+               "temporary_bytes": facts.store_bytes + scatter.bytes_written}
     summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
     summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
     _write_json_atomic(summary_file, summary)

@@ -63,8 +63,8 @@ flags.DEFINE_float("block_size_mb", 1.0,
                    "Documents are processed in blocks of about this much text (the unit of parallel work). Peak "
                    "memory grows with it, not with the corpus. The output does not depend on it.")
 flags.DEFINE_float("shuffle_bucket_mb", 64.0,
-                   "The final shuffle sorts at most this many MB of instances in memory at once. The output does "
-                   "not depend on it.")
+                   "The final shuffle sorts at most this many MB of instances in memory at once in each worker. "
+                   "The output does not depend on it.")
 flags.DEFINE_string("input_file_mode", "r",
                     "The original's open() mode for the input files (\"r\" or \"rb\"); accepted for "
                     "compatibility with no effect: input is always read as UTF-8 bytes here.")

@@ -192,11 +192,23 @@ def test_same_bytes_whatever_workers_blocks_and_buckets(tagged, make_config, tmp
                                         block_size_mb=0.02))
     assert _raw_records(out) == raw
 
-    # Few buckets and little sort memory: buckets are split on disk, never sorted whole.
-    monkeypatch.setattr(pretraining_pipeline, "_max_open_buckets", lambda: 2)
+    # Pieces appended through user space where the kernel cannot copy (another file system, old kernels).
+    def no_kernel_copy(*args):
+        raise OSError("copy_file_range not supported (simulated)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "copy_file_range", no_kernel_copy, raising=False)
+        create_pretraining_data(make_config(corpus, None, [out], vocab_file=str(vocab), max_seq_length=SEQ,
+                                            max_predictions_per_seq=PREDICTIONS, dupe_factor=4))
+    assert _raw_records(out) == raw
+
+    # Few buckets and little sort memory: buckets (each in files of both workers) are split on disk,
+    # never sorted whole, and sorted by both workers at once.
+    monkeypatch.setattr(pretraining_pipeline, "MAX_BUCKETS", 2)
+    monkeypatch.setattr(pretraining_pipeline, "_max_open_files", lambda: 2)
     limit_mb = 0.1
     small = create_pretraining_data(make_config(corpus, None, [out], vocab_file=str(vocab), max_seq_length=SEQ,
-                                                max_predictions_per_seq=PREDICTIONS, dupe_factor=4,
+                                                max_predictions_per_seq=PREDICTIONS, dupe_factor=4, num_workers=2,
                                                 block_size_mb=0.005, shuffle_bucket_mb=limit_mb))
     assert _raw_records(out) == raw
     assert small["shuffle"]["buckets"] == 2 and small["shuffle"]["bucket_splits"] > 2
@@ -227,8 +239,7 @@ def test_temporaries_removed_on_success_and_error(tagged, make_config, tmp_path,
         assert os.listdir(scratch), "the failure should come while temporaries exist"
         raise OSError("disk full (simulated)")
 
-    for target, name in ((pretraining_pipeline, "make_instances"), (pretraining_pipeline.TFRecordWriter,
-                                                                    "write_framed")):
+    for target, name in ((pretraining_pipeline, "make_instances"), (pretraining_pipeline, "write_bucket")):
         with monkeypatch.context() as patch:
             patch.setattr(target, name, fail)
             with pytest.raises(OSError, match="simulated"):
