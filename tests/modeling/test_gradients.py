@@ -1,0 +1,36 @@
+"""Written-out gradients (LayerNorm, GELU) against TensorFlow's derived gradient of the
+plain formulas, written here again, in float64."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.modeling import layers
+
+
+def _plain_layer_norm(x, gamma, beta, epsilon):
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(tf.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) / tf.sqrt(variance + epsilon) * gamma + beta
+
+
+def _gradients(fn, *args):
+    args = [tf.constant(a) for a in args]
+    with tf.GradientTape() as tape:
+        tape.watch(args)
+        y = fn(*args)
+        # A loss that weights every output differently, so each gradient entry matters.
+        loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=y.dtype) / 7.0 % 1.3, tf.shape(y)))
+    return y.numpy(), [g.numpy() for g in tape.gradient(loss, args)]
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 16), (4, 7)])
+def test_layer_norm_gradient(shape):
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.5, 2.0, shape)
+    gamma, beta = rng.normal(1.0, 0.3, shape[-1]), rng.normal(0.0, 0.3, shape[-1])
+    got_y, got = _gradients(lambda a, g, b: layers.layer_norm(a, g, b, 1e-12), x, gamma, beta)
+    want_y, want = _gradients(lambda a, g, b: _plain_layer_norm(a, g, b, 1e-12), x, gamma, beta)
+    np.testing.assert_allclose(got_y, want_y, atol=1e-12)
+    for name, g, w in zip(("x", "gamma", "beta"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=name)
+
