@@ -1,10 +1,13 @@
 """Written-out gradients (LayerNorm, GELU) against TensorFlow's derived gradient of the
 plain formulas, written here again, in float64."""
+import math
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf.modeling import layers
+from albert_tf.modeling.activations import get_activation
 
 
 def _plain_layer_norm(x, gamma, beta, epsilon):
@@ -34,3 +37,28 @@ def test_layer_norm_gradient(shape):
     for name, g, w in zip(("x", "gamma", "beta"), got, want):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=name)
 
+
+def _plain_gelu(x):
+    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_gelu_value_and_gradient():
+    x = np.linspace(-6.0, 6.0, 241)
+    got_y, (got,) = _gradients(get_activation("gelu"), x)
+    want_y, (want,) = _gradients(_plain_gelu, x)
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_gelu_gradient_in_bfloat16_stays_close():
+    """Under the bf16 policy the gradient is computed in bf16 (as TensorFlow's derived one was)."""
+    x = np.linspace(-6.0, 6.0, 241)
+    _, (want,) = _gradients(_plain_gelu, x)
+    xb = tf.constant(x, tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(xb)
+        y = get_activation("gelu")(xb)
+    got = tape.gradient(y, xb, output_gradients=tf.ones_like(y))
+    assert got.dtype == tf.bfloat16
+    weights = np.arange(x.size) / 7.0 % 1.3
+    assert np.abs(got.numpy().astype(np.float64) * weights - want).max() < 0.08
