@@ -98,13 +98,27 @@ def _reads_variable(tensor, depth: int = 4) -> bool:
     return False
 
 
+def _live_ops(graph) -> list:
+    """The ops the graph's outputs depend on (TensorFlow prunes the others before running)."""
+    seen, stack = set(), [t.op for t in graph.outputs] + list(getattr(graph, "control_outputs", []))
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return [op for op in graph.get_operations() if op.name in seen]
+
+
 def graph_volumes(graph) -> dict:
     """Per op type of a forward + backward graph: count, MB read + written (views excluded),
-    matmul GFLOP; casts split by direction and by what they cast (weights / activations)."""
+    matmul GFLOP; casts split by direction and by what they cast (weights / activations).
+    Only ops that the outputs depend on count."""
     per_type: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
     casts: dict[str, list] = collections.defaultdict(lambda: [0, 0])
     gflop = 0.0
-    for op in graph.get_operations():
+    for op in _live_ops(graph):
         if op.type in _VIEWS:
             continue
         moved = sum(_elements(t) * t.dtype.size for t in list(op.inputs) + list(op.outputs)

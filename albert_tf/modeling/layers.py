@@ -42,11 +42,64 @@ def dropout(rate: float, name: str) -> keras.layers.Layer:
 
 
 def dense(units: int, initializer_range: float, name: str, activation: Optional[str] = None,
-          use_bias: bool = True, **kwargs) -> keras.layers.Dense:
-    """The original's dense layer: truncated-normal kernel, an activation by config name."""
-    return keras.layers.Dense(units, activation=get_activation(activation) if activation else None,
-                              use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name,
-                              **kwargs)
+          use_bias: bool = True, layer_class: type = keras.layers.Dense, **kwargs) -> keras.layers.Dense:
+    """The original's dense layer: truncated-normal kernel, an activation by config name
+    (``layer_class=SharedDense`` for the dense layers of a transformer block)."""
+    return layer_class(units, activation=get_activation(activation) if activation else None,
+                       use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name, **kwargs)
+
+
+# One weight for a call: (float32 value, the same cast to the compute dtype) — see SharedDense.
+CastWeight = tuple[tf.Tensor, tf.Tensor]
+
+
+@tf.custom_gradient
+def _reuse_cast(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
+    """`cast` (`master` cast once per forward pass) as one call's weight.  Its gradient goes
+    to `master` as a float32 cast of this call's gradient, exactly what a per-call cast
+    gives: the calls' gradients still add up in float32, not in 16 bits."""
+
+    def backward(d_cast):
+        return tf.cast(d_cast, master.dtype), None
+
+    return tf.identity(cast), backward
+
+
+class SharedDense(keras.layers.Dense):
+    """The dense layers of a transformer block, which every layer of its ALBERT group runs.
+
+    Under a mixed policy, Keras casts a kernel to 16 bits at every call: 12 casts per
+    weight and 12 live 16-bit copies (170 MB for ALBERT-base) per step.  `cast_weights()`
+    casts kernel and bias once per forward pass, and `call(x, cast_weights=...)` uses
+    that copy.  Under float32 it is a plain Dense.
+    """
+
+    def add_weight(self, *args, **kwargs):
+        kwargs["autocast"] = False  # read as float32; call() does the casting
+        return super().add_weight(*args, **kwargs)
+
+    def cast_weights(self) -> Optional[tuple[CastWeight, ...]]:
+        """(kernel[, bias]) as (float32, compute dtype) pairs; None under float32 or before build."""
+        if not self.built or self.compute_dtype == self.variable_dtype:
+            return None
+        weights = [self.kernel] + ([self.bias] if self.use_bias else [])
+        return tuple((master, tf.cast(master, self.compute_dtype))
+                     for master in (tf.convert_to_tensor(w) for w in weights))
+
+    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None):
+        inputs = tf.cast(inputs, self.compute_dtype)
+        if cast_weights is None:
+            cast_weights = self.cast_weights()
+        if cast_weights is None:  # float32: the weights as they are
+            kernel, bias = self.kernel, self.bias if self.use_bias else None
+        else:
+            kernel = _reuse_cast(*cast_weights[0])
+            bias = _reuse_cast(*cast_weights[1]) if self.use_bias else None
+        rank = inputs.shape.rank
+        outputs = tf.matmul(inputs, kernel) if rank == 2 else tf.tensordot(inputs, kernel, [[rank - 1], [0]])
+        if bias is not None:
+            outputs = tf.nn.bias_add(outputs, bias)
+        return self.activation(outputs) if self.activation is not None else outputs
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
@@ -168,10 +221,10 @@ class SelfAttention(keras.layers.Layer):
         self.hidden_size, self.num_heads = hidden_size, num_attention_heads
         self.head_size = hidden_size // num_attention_heads
         self.initializer_range, self.dropout_rate = initializer_range, dropout_rate
-        self.query = dense(hidden_size, initializer_range, "query")
-        self.key = dense(hidden_size, initializer_range, "key")
-        self.value = dense(hidden_size, initializer_range, "value")
-        self.output_dense = dense(hidden_size, initializer_range, "dense")
+        self.query = dense(hidden_size, initializer_range, "query", layer_class=SharedDense)
+        self.key = dense(hidden_size, initializer_range, "key", layer_class=SharedDense)
+        self.value = dense(hidden_size, initializer_range, "value", layer_class=SharedDense)
+        self.output_dense = dense(hidden_size, initializer_range, "dense", layer_class=SharedDense)
         self.probs_dropout = dropout(dropout_rate, name="attention_dropout")
 
     def get_config(self):
@@ -182,10 +235,14 @@ class SelfAttention(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
 
-    def call(self, x, attention_adder, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+    def dense_layers(self) -> dict[str, SharedDense]:
+        return {"query": self.query, "key": self.key, "value": self.value, "dense": self.output_dense}
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        q = self._split_heads(self.query(x, cast_weights=w.get("query")))
+        k = self._split_heads(self.key(x, cast_weights=w.get("key")))
+        v = self._split_heads(self.value(x, cast_weights=w.get("value")))
         scores = tf.einsum("bfnd,btnd->bnft", q, k)
         # Softmax in float32; scale after the matmul, as the original does.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
@@ -194,7 +251,7 @@ class SelfAttention(keras.layers.Layer):
         context = tf.einsum("bnft,btnd->bfnd", probs, v)
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
-        return self.output_dense(context)
+        return self.output_dense(context, cast_weights=w.get("dense"))
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -218,8 +275,9 @@ class TransformerBlock(keras.layers.Layer):
                                        attention_probs_dropout_prob, name="attention_1")
         self.attention_dropout = dropout(hidden_dropout_prob, name="attention_output_dropout")
         self.attention_layer_norm = LayerNorm(name="LayerNorm")
-        self.intermediate = dense(intermediate_size, initializer_range, "intermediate", hidden_act)
-        self.ffn_output = dense(hidden_size, initializer_range, "ffn_output")
+        self.intermediate = dense(intermediate_size, initializer_range, "intermediate", hidden_act,
+                                  layer_class=SharedDense)
+        self.ffn_output = dense(hidden_size, initializer_range, "ffn_output", layer_class=SharedDense)
         self.ffn_dropout = dropout(hidden_dropout_prob, name="ffn_output_dropout")
         self.output_layer_norm = LayerNorm(name="LayerNorm_1")
 
@@ -230,11 +288,20 @@ class TransformerBlock(keras.layers.Layer):
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
                 "initializer_range": self.initializer_range}
 
-    def call(self, x, attention_adder, training=None):
-        attention = self.attention(x, attention_adder, training=training)
+    def cast_weights(self) -> Optional[dict]:
+        """The block's dense weights cast to the compute dtype, to hand to every call of one
+        forward pass (`call(..., cast_weights=...)`); None under float32 or before build."""
+        layers = {**self.attention.dense_layers(), "intermediate": self.intermediate, "ffn_output": self.ffn_output}
+        casts = {name: layer.cast_weights() for name, layer in layers.items()}
+        return None if any(c is None for c in casts.values()) else casts
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        attention = self.attention(x, attention_adder, training=training, cast_weights=cast_weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
-        ffn = self.ffn_output(self.intermediate(attention))
+        ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
+                              cast_weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 

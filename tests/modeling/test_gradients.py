@@ -62,3 +62,41 @@ def test_gelu_gradient_in_bfloat16_stays_close():
     assert got.dtype == tf.bfloat16
     weights = np.arange(x.size) / 7.0 % 1.3
     assert np.abs(got.numpy().astype(np.float64) * weights - want).max() < 0.08
+
+
+@pytest.fixture
+def bf16_policy():
+    from albert_tf.keras import keras
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy):
+    """Two calls sharing one bf16 copy of the weights give Keras Dense's outputs and float32
+    gradients (which casts at each call and adds the calls' gradients in float32), bit for bit."""
+    from albert_tf.keras import keras
+
+    reference = keras.layers.Dense(8, activation=get_activation("gelu"), kernel_initializer=layers.initializer(0.02))
+    shared = layers.dense(8, 0.02, "intermediate", "gelu", layer_class=layers.SharedDense)
+    x = tf.random.stateless_normal([2, 5, 8], [3, 4])
+    reference(x), shared(x)
+    shared.kernel.assign(reference.kernel.numpy())
+    shared.bias.assign(tf.random.stateless_normal([8], [5, 6]) * 0.1)
+    reference.bias.assign(shared.bias)
+
+    def run(layer, once):
+        with tf.GradientTape() as tape:
+            casts = layer.cast_weights() if once else None
+            y = layer(layer(x, cast_weights=casts), cast_weights=casts) if once else layer(layer(x))
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(8, dtype=tf.float32))
+        return y, tape.gradient(loss, [layer.kernel, layer.bias])
+
+    want_y, want = run(reference, once=False)
+    got_y, got = run(shared, once=True)
+    assert got_y.dtype == tf.bfloat16 and got[0].dtype == tf.float32
+    np.testing.assert_array_equal(got_y.numpy(), want_y.numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert [v.name for v in shared.weights] == ["intermediate/kernel:0", "intermediate/bias:0"]
