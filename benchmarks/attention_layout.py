@@ -17,6 +17,10 @@ kernels):
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # before TensorFlow: hides its start-up lines
+
+quiet_startup()
+
 import argparse
 import math
 import os

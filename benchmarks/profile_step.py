@@ -19,6 +19,10 @@ workload).  Printed:
 """
 from __future__ import annotations
 
+from albert_tf.startup import quiet_startup  # before TensorFlow: hides its start-up lines
+
+quiet_startup()
+
 import argparse
 import collections
 import glob
