@@ -31,7 +31,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import CpuUsage, _median, cpu_info, isa_note, rss_mb  # noqa: E402
+from pretraining_step import (CpuUsage, _median, check_peers, comma_list, isa_note, print_machine,  # noqa: E402
+                              rss_mb)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("fp32", "bf16")
@@ -210,27 +211,14 @@ def main() -> None:
         os.replace(args.result + ".tmp", args.result)
         return
 
-    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
-    for p in precisions:
-        if p not in PRECISIONS:
-            parser.error(f"--precisions: unknown {p!r}, expected some of {', '.join(PRECISIONS)}")
-    for w in ways:
-        if w not in WAYS:
-            parser.error(f"--ways: unknown {w!r}, expected some of {', '.join(WAYS)}")
+    precisions = comma_list(parser, "precisions", args.precisions, PRECISIONS)
+    ways = comma_list(parser, "ways", args.ways, WAYS)
     if "savedmodel" in ways and not os.path.exists(args.spm_model_file):
         parser.error(f"--spm_model_file: {args.spm_model_file} not found (needed to export the SavedModel)")
     if args.compare:
-        import importlib.util
+        check_peers(parser)
 
-        missing = [n for n in ("torch", "transformers") if importlib.util.find_spec(n) is None]
-        if missing:
-            parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
-
-    info = cpu_info()
-    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
-    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
-    print(f"ISA note: {isa_note(info)}")
+    info = print_machine()
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="albert_bench_inference_") as tmp:

@@ -537,6 +537,33 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
                   f"{r['rss_slope_mb_per_100']:+.1f} MiB/100 steps), floors {r['rss_floors_mb']} MiB")
 
 
+def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -> list[str]:
+    """The values of a comma-list flag; a parser error for one not in `allowed`."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    for v in values:
+        if v not in allowed:
+            parser.error(f"--{flag}: unknown {v!r}, expected some of {', '.join(allowed)}")
+    return values
+
+
+def check_peers(parser: argparse.ArgumentParser) -> None:
+    """--compare needs torch and transformers (benchmarks/requirements.txt)."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
+
+
+def print_machine() -> dict:
+    """Prints the CPU, its ISA flags and what they mean for bf16; returns ``cpu_info()``."""
+    info = cpu_info()
+    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
+    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
+    print(f"ISA note: {isa_note(info)}")
+    return info
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32, bf16")
@@ -581,30 +608,14 @@ def main() -> None:
         worker_main(args)
         return
 
-    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    xlas = [x.strip() for x in args.xla.split(",") if x.strip()]
-    onednns = [x.strip() for x in args.onednn.split(",") if x.strip()]
-    for x in onednns:
-        if x not in ONEDNN:
-            parser.error(f"--onednn: unknown {x!r}, expected some of {', '.join(ONEDNN)}")
-    for p in precisions:
-        if p not in PRECISIONS:
-            parser.error(f"--precisions: unknown {p!r}, expected some of {', '.join(PRECISIONS)}")
-    for x in xlas:
-        if x not in XLA_SETTINGS:
-            parser.error(f"--xla: unknown {x!r}, expected some of {', '.join(XLA_SETTINGS)}")
+    precisions = comma_list(parser, "precisions", args.precisions, PRECISIONS)
+    xlas = comma_list(parser, "xla", args.xla, XLA_SETTINGS)
+    onednns = comma_list(parser, "onednn", args.onednn, ONEDNN)
     if args.compare:
-        import importlib.util
+        check_peers(parser)
 
-        missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
-        if missing:
-            parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
-
-    info = cpu_info()
+    info = print_machine()
     gflop = step_gflop(30000, 128, 768, 12, 3072, args.batch_size, args.seq_length, args.max_predictions)
-    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
-    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
-    print(f"ISA note: {isa_note(info)}")
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
           "(other processes share these cores: read ratios, not absolute figures)")
     rows = []
