@@ -55,9 +55,9 @@ class Demo:
         print("$ python " + " ".join([script, *args]), flush=True)
         log_path = self.path("logs", os.path.splitext(script)[0] + ".log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        # The drivers start quietly themselves (albert_tf.startup; ALBERT_TF_VERBOSE=1 reaches them too).
         process = subprocess.Popen([sys.executable, os.path.join(REPO, script), *args], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, env=env, cwd=self.out)
+                                   stderr=subprocess.STDOUT, text=True, cwd=self.out)
         lines = []
         with open(log_path, "a", encoding="utf-8") as log:
             for line in process.stdout:
@@ -94,6 +94,9 @@ def _read_results(path: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from albert_tf.startup import quiet_startup
+
+    quiet_startup([])  # before _query_export imports TensorFlow; ALBERT_TF_VERBOSE=1 shows its start-up lines
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="demo_output")
     parser.add_argument("--quick", action="store_true", help="fewer steps (for tests): checks the plumbing only")

@@ -44,6 +44,9 @@ import time
 
 PRECISIONS = ("fp32", "bf16")
 ONEDNN = {"default": None, "on": "1", "off": "0"}  # -> TF_ENABLE_ONEDNN_OPTS
+# --xla: the loop's enable_xla as a user writes it (albert_tf.training.xla reads it): "on" is what
+# --enable_xla gets (the loop runs bf16 on CPU without XLA), "force" compiles whatever the precision.
+XLA_SETTINGS = ("off", "on", "force")
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
@@ -166,20 +169,21 @@ def synthetic_records(path: str, count: int, seq: int, predictions: int, vocab: 
                 tokens, segments, [1] * seq, positions, ids, rng.randrange(2)))
 
 
-def run_ours(args, tmp: str) -> dict:
-    """One configuration of ours; data, checkpoints and summaries go to `tmp`."""
+def build_trainer(args, tmp: str):
+    """The Trainer that ours is timed through, on synthetic data in `tmp`; returns
+    (trainer, policy name).  Shared with ``profile_step.py``."""
     import tensorflow as tf
 
     from albert_tf import AlbertConfig
     from albert_tf.pretraining import pretraining_task
     from albert_tf.training import TrainConfig, Trainer, create_optimizer, set_mixed_precision
+    from albert_tf.training.xla import parse_xla_setting
 
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     policy = set_mixed_precision("bf16" if args.precision == "bf16" else "none")
     config = AlbertConfig.preset("base", 2)
-    budget = Budget(args.max_minutes)
     data = os.path.join(tmp, "synthetic.tfrecord")
     synthetic_records(data, 256, args.seq_length, args.max_predictions, config.vocab_size, args.seed)
     task = pretraining_task(config, data, args.seq_length, args.max_predictions,
@@ -189,23 +193,33 @@ def run_ours(args, tmp: str) -> dict:
     train_config = TrainConfig(
         output_dir=os.path.join(tmp, "out"), num_train_steps=1, train_batch_size=args.batch_size,
         steps_per_loop=1, save_checkpoints_steps=10**9, keep_checkpoint_max=1, log_steps=10**9,
-        enable_xla=args.xla == "on", seed=args.seed, handle_signals=False)
+        enable_xla=parse_xla_setting(args.xla), seed=args.seed, handle_signals=False)
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
 
     def optimizer_fn():  # the recipe's LAMB and schedule (run_pretraining.py defaults)
         return create_optimizer(0.00176, 125000, 3125, "lamb")
 
-    trainer = Trainer(task, strategy, optimizer_fn, train_config)
+    return Trainer(task, strategy, optimizer_fn, train_config), policy
 
+
+def train_more(trainer, steps: int) -> float:
+    """Runs `steps` more steps in one loop; returns seconds per step (Trainer-measured)."""
+    trainer.config.num_train_steps = int(trainer.global_step.numpy()) + steps
+    trainer.config.steps_per_loop = steps
+    return 1.0 / trainer.train().logs["steps_per_second"]
+
+
+def run_ours(args, tmp: str) -> dict:
+    """One configuration of ours; data, checkpoints and summaries go to `tmp`."""
+    import tensorflow as tf
+
+    trainer, policy = build_trainer(args, tmp)
+    budget = Budget(args.max_minutes)
     usage = CpuUsage()
 
     def train(steps: int) -> float:
-        """Runs `steps` more steps in one loop; returns seconds per step (Trainer-measured)."""
-        trainer.config.num_train_steps = int(trainer.global_step.numpy()) + steps
-        trainer.config.steps_per_loop = steps
         with usage:
-            result = trainer.train()
-        return 1.0 / result.logs["steps_per_second"]
+            return train_more(trainer, steps)
 
     t0 = time.monotonic()
     first = train(1)  # tracing + (XLA) compilation + one step
@@ -233,7 +247,8 @@ def run_ours(args, tmp: str) -> dict:
 
     leak = measure_leak(train, args.leak_steps, args.leak_chunk, Budget(args.max_minutes))
     return {
-        "impl": "ours", "precision": args.precision, "xla": args.xla, "policy": policy,
+        "impl": "ours", "precision": args.precision, "policy": policy,
+        "xla": args.xla if trainer.xla_compiled == (args.xla != "off") else f"{args.xla}->off",
         "onednn": onednn_enabled(), "cores_busy": cores_busy,
         "warmup_steps": warmup_steps, "timed_steps": done,
         "seconds_per_step": sum(n * s for n, s in chunk_times) / done,
@@ -484,7 +499,7 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
     print(f"\nALBERT-base pretraining step, batch {args.batch_size}, seq {args.seq_length}, "
           f"{args.max_predictions} predictions; {gflop:.1f} GFLOP/step (useful work, both sides); "
           f"{args.rounds} round(s)")
-    header = (f"{'impl':<5} {'prec':<5} {'XLA':<4} {'oneDNN':<6} {'steps':>6} {'s/step':>7} {'ex/s':>6} "
+    header = (f"{'impl':<5} {'prec':<5} {'XLA':<7} {'oneDNN':<6} {'steps':>6} {'s/step':>7} {'ex/s':>6} "
               f"{'best ex/s':>9} {'GFLOP/s':>8} {'cores':>5} {'ours/HF':>7} {'peak RSS MB':>11} {'RSS growth MB':>16}")
     print(header)
     print("-" * len(header))
@@ -498,7 +513,7 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
         leaks = [r for r in runs if r.get("leak_steps")]
         growth = (f"{max(r['rss_growth_mb'] for r in leaks):+.0f}/{leaks[0]['leak_steps']} st" if leaks else "-")
         steps = f"{runs[0]['warmup_steps']}+{runs[0]['timed_steps']}"
-        print(f"{impl:<5} {precision:<5} {xla:<4} {onednn:<6} {steps:>6} {sps:>7.2f} {args.batch_size / sps:>6.2f} "
+        print(f"{impl:<5} {precision:<5} {xla:<7} {onednn:<6} {steps:>6} {sps:>7.2f} {args.batch_size / sps:>6.2f} "
               f"{best:>9.2f} {gflop / sps:>8.1f} {_median([r['cores_busy'] for r in runs]):>5.2f} {ratio:>7} "
               f"{max(r['peak_rss_mb'] for r in runs):>11.0f} "
               f"{growth:>16}")
@@ -522,10 +537,39 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
                   f"{r['rss_slope_mb_per_100']:+.1f} MiB/100 steps), floors {r['rss_floors_mb']} MiB")
 
 
+def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -> list[str]:
+    """The values of a comma-list flag; a parser error for one not in `allowed`."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    for v in values:
+        if v not in allowed:
+            parser.error(f"--{flag}: unknown {v!r}, expected some of {', '.join(allowed)}")
+    return values
+
+
+def check_peers(parser: argparse.ArgumentParser) -> None:
+    """--compare needs torch and transformers (benchmarks/requirements.txt)."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
+
+
+def print_machine() -> dict:
+    """Prints the CPU, its ISA flags and what they mean for bf16; returns ``cpu_info()``."""
+    info = cpu_info()
+    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
+    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
+    print(f"ISA note: {isa_note(info)}")
+    return info
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32, bf16")
-    parser.add_argument("--xla", default="off,on", help="comma list of off, on (ours only)")
+    parser.add_argument("--xla", default="off,on",
+                        help="comma list of off, on, force (ours only): on = --enable_xla, which the loop "
+                             "ignores for bf16 on CPU (shown as on->off); force = --enable_xla=force")
     parser.add_argument("--onednn", default="default",
                         help="comma list of default, on, off: TF_ENABLE_ONEDNN_OPTS for ours (TF turns oneDNN "
                              "on by default only on CPUs with AVX-512 VNNI/BF16 or AMX)")
@@ -564,30 +608,14 @@ def main() -> None:
         worker_main(args)
         return
 
-    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
-    xlas = [x.strip() for x in args.xla.split(",") if x.strip()]
-    onednns = [x.strip() for x in args.onednn.split(",") if x.strip()]
-    for x in onednns:
-        if x not in ONEDNN:
-            parser.error(f"--onednn: unknown {x!r}, expected some of {', '.join(ONEDNN)}")
-    for p in precisions:
-        if p not in PRECISIONS:
-            parser.error(f"--precisions: unknown {p!r}, expected some of {', '.join(PRECISIONS)}")
-    for x in xlas:
-        if x not in ("off", "on"):
-            parser.error(f"--xla: unknown {x!r}, expected some of off, on")
+    precisions = comma_list(parser, "precisions", args.precisions, PRECISIONS)
+    xlas = comma_list(parser, "xla", args.xla, XLA_SETTINGS)
+    onednns = comma_list(parser, "onednn", args.onednn, ONEDNN)
     if args.compare:
-        import importlib.util
+        check_peers(parser)
 
-        missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
-        if missing:
-            parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
-
-    info = cpu_info()
+    info = print_machine()
     gflop = step_gflop(30000, 128, 768, 12, 3072, args.batch_size, args.seq_length, args.max_predictions)
-    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
-    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
-    print(f"ISA note: {isa_note(info)}")
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
           "(other processes share these cores: read ratios, not absolute figures)")
     rows = []

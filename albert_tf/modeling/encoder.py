@@ -95,9 +95,12 @@ class AlbertModel(keras.Model):
 
         encoder_outputs = []
         layers, groups = self.config.num_hidden_layers, self.config.num_hidden_groups
+        # Under a mixed policy each block's weights are cast once here, not in each of its layers.
+        cast_weights = [[block.cast_weights() for block in group] for group in self.groups]
         for layer_index in range(layers):
-            for block in self.groups[group_of_layer(layer_index, layers, groups)]:
-                x = block(x, attention_adder, training=training)
+            group = group_of_layer(layer_index, layers, groups)
+            for block, weights in zip(self.groups[group], cast_weights[group]):
+                x = block(x, attention_adder, training=training, cast_weights=weights)
                 encoder_outputs.append(x)
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {

@@ -42,11 +42,96 @@ def dropout(rate: float, name: str) -> keras.layers.Layer:
 
 
 def dense(units: int, initializer_range: float, name: str, activation: Optional[str] = None,
-          use_bias: bool = True, **kwargs) -> keras.layers.Dense:
-    """The original's dense layer: truncated-normal kernel, an activation by config name."""
-    return keras.layers.Dense(units, activation=get_activation(activation) if activation else None,
-                              use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name,
-                              **kwargs)
+          use_bias: bool = True, layer_class: type = keras.layers.Dense, **kwargs) -> keras.layers.Dense:
+    """The original's dense layer: truncated-normal kernel, an activation by config name
+    (``layer_class=SharedDense`` for the dense layers of a transformer block)."""
+    return layer_class(units, activation=get_activation(activation) if activation else None,
+                       use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name, **kwargs)
+
+
+# One weight for a call: (float32 value, the same cast to the compute dtype) — see SharedDense.
+CastWeight = tuple[tf.Tensor, tf.Tensor]
+
+
+@tf.custom_gradient
+def _reuse_cast(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
+    """`cast` (`master` cast once per forward pass) as one call's weight.  Its gradient goes
+    to `master` as a float32 cast of this call's gradient, exactly what a per-call cast
+    gives: the calls' gradients still add up in float32, not in 16 bits."""
+
+    def backward(d_cast):
+        return tf.cast(d_cast, master.dtype), None
+
+    return tf.identity(cast), backward
+
+
+class SharedDense(keras.layers.Dense):
+    """The dense layers of a transformer block, which every layer of its ALBERT group runs.
+
+    Under a mixed policy, Keras casts a kernel to 16 bits at every call: 12 casts per
+    weight and 12 live 16-bit copies (170 MB for ALBERT-base) per step.  `cast_weights()`
+    casts kernel and bias once per forward pass, and `call(x, cast_weights=...)` uses
+    that copy.  Under float32 it is a plain Dense.
+    """
+
+    def add_weight(self, *args, **kwargs):
+        kwargs["autocast"] = False  # read as float32; call() does the casting
+        return super().add_weight(*args, **kwargs)
+
+    def cast_weights(self) -> Optional[tuple[CastWeight, ...]]:
+        """(kernel[, bias]) as (float32, compute dtype) pairs; None under float32 or before build."""
+        if not self.built or self.compute_dtype == self.variable_dtype:
+            return None
+        weights = [self.kernel] + ([self.bias] if self.use_bias else [])
+        return tuple((master, tf.cast(master, self.compute_dtype))
+                     for master in (tf.convert_to_tensor(w) for w in weights))
+
+    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None):
+        inputs = tf.cast(inputs, self.compute_dtype)
+        if cast_weights is None:
+            cast_weights = self.cast_weights()
+        if cast_weights is None:  # float32: the weights as they are
+            kernel, bias = self.kernel, self.bias if self.use_bias else None
+        else:
+            kernel = _reuse_cast(*cast_weights[0])
+            bias = _reuse_cast(*cast_weights[1]) if self.use_bias else None
+        rank = inputs.shape.rank
+        outputs = tf.matmul(inputs, kernel) if rank == 2 else tf.tensordot(inputs, kernel, [[rank - 1], [0]])
+        if bias is not None:
+            outputs = tf.nn.bias_add(outputs, bias)
+        return self.activation(outputs) if self.activation is not None else outputs
+
+
+def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
+    """LayerNorm over the last axis, computed as the original's `tf.contrib.layers.layer_norm`
+    (moments, rsqrt, x * inv + (beta - mean * inv)), with its gradient written out.
+
+    Why the written-out gradient: TensorFlow's derived gradient of those ops keeps several
+    [tokens, width] float32 tensors per LayerNorm alive until the backward pass and runs about
+    twenty elementwise ops over them (a quarter of all bytes a bf16 ALBERT step moves); this
+    one keeps only the input (plus the per-token mean and 1/std) and takes about a dozen.
+    """
+
+    @tf.custom_gradient
+    def forward(x, gamma, beta):
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        rstd = tf.math.rsqrt(variance + epsilon)
+        inv = rstd * gamma
+        y = x * inv + (beta - mean * inv)
+
+        def backward(dy):
+            normalized = (x - mean) * rstd
+            outer_axes = list(range(len(dy.shape) - 1))
+            d_gamma = tf.reduce_sum(dy * normalized, axis=outer_axes)
+            d_beta = tf.reduce_sum(dy, axis=outer_axes)
+            d_normalized = dy * gamma
+            d_x = rstd * (d_normalized - tf.reduce_mean(d_normalized, axis=-1, keepdims=True)
+                          - normalized * tf.reduce_mean(d_normalized * normalized, axis=-1, keepdims=True))
+            return d_x, d_gamma, d_beta
+
+        return y, backward
+
+    return forward(x, gamma, beta)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -69,9 +154,8 @@ class LayerNorm(keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, x):
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
-        return x * inv + (self.beta - mean * inv)
+        # The weights are read here, outside the custom gradient: it then needs no variables.
+        return layer_norm(x, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta), self.epsilon)
 
     def get_config(self):
         return {**super().get_config(), "epsilon": self.epsilon}
@@ -137,10 +221,10 @@ class SelfAttention(keras.layers.Layer):
         self.hidden_size, self.num_heads = hidden_size, num_attention_heads
         self.head_size = hidden_size // num_attention_heads
         self.initializer_range, self.dropout_rate = initializer_range, dropout_rate
-        self.query = dense(hidden_size, initializer_range, "query")
-        self.key = dense(hidden_size, initializer_range, "key")
-        self.value = dense(hidden_size, initializer_range, "value")
-        self.output_dense = dense(hidden_size, initializer_range, "dense")
+        self.query = dense(hidden_size, initializer_range, "query", layer_class=SharedDense)
+        self.key = dense(hidden_size, initializer_range, "key", layer_class=SharedDense)
+        self.value = dense(hidden_size, initializer_range, "value", layer_class=SharedDense)
+        self.output_dense = dense(hidden_size, initializer_range, "dense", layer_class=SharedDense)
         self.probs_dropout = dropout(dropout_rate, name="attention_dropout")
 
     def get_config(self):
@@ -148,22 +232,30 @@ class SelfAttention(keras.layers.Layer):
                 "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
 
     def _split_heads(self, x):
+        """[B,S,H] -> [B,N,S,D]: heads first, the layout batched matmuls take as it is."""
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
-        return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+        return tf.transpose(tf.reshape(x, [batch, seq, self.num_heads, self.head_size]), [0, 2, 1, 3])
 
-    def call(self, x, attention_adder, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
-        scores = tf.einsum("bfnd,btnd->bnft", q, k)
+    def dense_layers(self) -> dict[str, SharedDense]:
+        return {"query": self.query, "key": self.key, "value": self.value, "dense": self.output_dense}
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        q = self._split_heads(self.query(x, cast_weights=w.get("query")))
+        k = self._split_heads(self.key(x, cast_weights=w.get("key")))
+        v = self._split_heads(self.value(x, cast_weights=w.get("value")))
+        # Batched matmuls on [B,N,S,D] rather than einsum: same products, and TensorFlow's
+        # einsum transposes internally anyway (benchmarks/attention_layout.py: 1.01-1.09x in
+        # float32, 2.8x in emulated bf16 on an AVX2 CPU).
+        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
         # Softmax in float32; scale after the matmul, as the original does.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
         probs = tf.nn.softmax(scores + attention_adder, axis=-1)
         probs = self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training)
-        context = tf.einsum("bnft,btnd->bfnd", probs, v)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B,S,N,D]
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
-        return self.output_dense(context)
+        return self.output_dense(context, cast_weights=w.get("dense"))
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -187,8 +279,9 @@ class TransformerBlock(keras.layers.Layer):
                                        attention_probs_dropout_prob, name="attention_1")
         self.attention_dropout = dropout(hidden_dropout_prob, name="attention_output_dropout")
         self.attention_layer_norm = LayerNorm(name="LayerNorm")
-        self.intermediate = dense(intermediate_size, initializer_range, "intermediate", hidden_act)
-        self.ffn_output = dense(hidden_size, initializer_range, "ffn_output")
+        self.intermediate = dense(intermediate_size, initializer_range, "intermediate", hidden_act,
+                                  layer_class=SharedDense)
+        self.ffn_output = dense(hidden_size, initializer_range, "ffn_output", layer_class=SharedDense)
         self.ffn_dropout = dropout(hidden_dropout_prob, name="ffn_output_dropout")
         self.output_layer_norm = LayerNorm(name="LayerNorm_1")
 
@@ -199,11 +292,20 @@ class TransformerBlock(keras.layers.Layer):
                 "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
                 "initializer_range": self.initializer_range}
 
-    def call(self, x, attention_adder, training=None):
-        attention = self.attention(x, attention_adder, training=training)
+    def cast_weights(self) -> Optional[dict]:
+        """The block's dense weights cast to the compute dtype, to hand to every call of one
+        forward pass (`call(..., cast_weights=...)`); None under float32 or before build."""
+        layers = {**self.attention.dense_layers(), "intermediate": self.intermediate, "ffn_output": self.ffn_output}
+        casts = {name: layer.cast_weights() for name, layer in layers.items()}
+        return None if any(c is None for c in casts.values()) else casts
+
+    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
+        w = cast_weights or {}
+        attention = self.attention(x, attention_adder, training=training, cast_weights=cast_weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
-        ffn = self.ffn_output(self.intermediate(attention))
+        ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
+                              cast_weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 

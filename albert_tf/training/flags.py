@@ -15,6 +15,7 @@ from typing import Any
 
 from absl import flags
 
+from albert_tf.training import xla
 from albert_tf.training.distribution import PRECISIONS, STRATEGIES, create_strategy, set_mixed_precision
 from albert_tf.training.loop import TrainConfig
 
@@ -27,7 +28,9 @@ _FLAGS: tuple[tuple[str, str, Any, str, list | None], ...] = (
      "N > 1 splits the CPU into N logical devices).", None),
     ("enum", "mixed_precision", "none", "Compute precision: none (float32), bf16, or fp16 (with dynamic loss "
      "scaling).", list(PRECISIONS)),
-    ("bool", "enable_xla", _DEFAULTS["enable_xla"], "Compile the forward/backward step with XLA.", None),
+    ("xla", "enable_xla", _DEFAULTS["enable_xla"], "Compile the forward/backward step with XLA: true, false or "
+     "force. With bf16 on a CPU, true runs without XLA (its CPU backend is ~4x slower for bf16 there); force "
+     "compiles anyway. GPUs and TPUs use XLA whenever asked (albert_tf.training.xla).", None),
     ("integer", "gradient_accumulation_steps", _DEFAULTS["gradient_accumulation_steps"], "Split each batch into "
      "this many micro-batches and apply one update with their mean gradient (the same update as the whole "
      "batch).", None),
@@ -61,7 +64,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
         if name in flag_values:
             continue
         default = defaults.get(name, default)
-        if kind == "enum":
+        if kind == "xla":
+            xla.define_flag(name, default, help_text, flag_values)
+        elif kind == "enum":
             flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
         else:
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)

@@ -57,6 +57,7 @@ from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import BatchRunner
 from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly
 from albert_tf.training.summaries import LazySummaryWriter, format_duration, write_scalar_summary, write_scalars
+from albert_tf.training.xla import XlaSetting, parse_xla_setting, use_xla
 from albert_tf.weights import files
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
@@ -111,7 +112,7 @@ class TrainConfig:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = 1.0
-    enable_xla: bool = False
+    enable_xla: XlaSetting = False  # True, False or "force" (xla.use_xla decides)
     seed: int = 12345  # the one default of --seed (training.flags reads it from here)
     handle_signals: bool = True
 
@@ -120,6 +121,7 @@ class TrainConfig:
                      "log_steps", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        parse_xla_setting(self.enable_xla)
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(f"clip_norm must be > 0 or None, got {self.clip_norm}")
 
@@ -184,6 +186,10 @@ class Trainer:
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
         self._loss_scale = optimizer if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer) else None
+        # --enable_xla, unless bf16 on CPU overrules it (xla.use_xla).
+        self.xla_compiled = use_xla(config.enable_xla, keras.mixed_precision.global_policy().compute_dtype,
+                                    tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type
+                                    or "CPU")
         inner = self._loss_scale.inner_optimizer if self._loss_scale else optimizer
         items = dict(model=self.model, optimizer=inner, global_step=self.global_step)
         if self._loss_scale:
@@ -324,7 +330,7 @@ class Trainer:
     def _build_train_fn(self):
         strategy = self.strategy
         self._gradients_fn = (tf.function(self._replica_gradients, jit_compile=True)
-                              if self.config.enable_xla else self._replica_gradients)
+                              if self.xla_compiled else self._replica_gradients)
         check_grad_norm = self._loss_scale is None  # fp16 skips non-finite steps by design
 
         @tf.function

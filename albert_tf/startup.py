@@ -1,0 +1,144 @@
+"""A quiet start for the drivers: TensorFlow's start-up lines hidden unless asked for.
+
+``albert_tf.drivers`` calls ``quiet_startup()`` when it is imported, which every launcher,
+console script and ``python -m albert_tf.drivers.*`` does before the driver module imports
+TensorFlow; ``python -m albert_tf.demo`` calls it before its first TensorFlow import.  By
+default that hides
+
+- TensorFlow's C++ log lines (the oneDNN notice, CPU-feature and ``failed call to
+  cuInit`` lines), by setting ``TF_CPP_MIN_LOG_LEVEL=3`` unless the user set it;
+- the lines Abseil prints before TensorFlow initializes its logging, which no log level
+  reaches (``WARNING: All log messages before absl::InitializeLog() ...`` and
+  ``Could not find cuda drivers``): standard error is captured while ``tensorflow`` is
+  imported and written back without them (anything else printed then is kept);
+- Python warnings that TensorFlow and Keras raise on import.
+
+``--verbosity=1`` (absl's flag, also ``-v 1``) or ``ALBERT_TF_VERBOSE=1`` in the
+environment shows everything.  Errors never go through here: a driver's own error
+line and Python tracebacks are printed as before.
+
+This module imports nothing heavy: it must run before TensorFlow is imported.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.util
+import os
+import re
+import sys
+import tempfile
+import warnings
+from typing import Iterator, Mapping, Optional, Sequence
+
+VERBOSE_ENV = "ALBERT_TF_VERBOSE"
+_QUIET_MODULES = ("tensorflow",)
+# Abseil/TensorFlow C++ records at INFO or WARNING: "I0000 00:00:1796095900.338775   18106 file.cc:31] ..."
+_CPP_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
+_NOISE = (
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"),
+    _CPP_RECORD,
+    re.compile(r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags"),
+)
+# Python warnings raised while importing these packages are start-up noise.
+_NOISY_PACKAGES = r"(tensorflow|tf_keras|keras|tensorflow_text|tensorflow_hub|google\.protobuf)(\.|$)"
+
+
+def verbose_requested(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether the user asked for start-up output: ``--verbosity=N`` / ``-v N`` with N >= 1
+    on the command line, or ``ALBERT_TF_VERBOSE`` set to anything but empty/0/false/no/off."""
+    if environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return True
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        value: Optional[str] = None
+        for name in ("--verbosity", "-verbosity", "--v", "-v"):
+            if arg.startswith(name + "="):
+                value = arg[len(name) + 1:]
+            elif arg == name and i + 1 < len(args):
+                value = args[i + 1]
+        if value is not None:
+            try:
+                return int(value) >= 1
+            except ValueError:
+                return False  # absl reports the bad value itself
+    return False
+
+
+def is_noise(line: str) -> bool:
+    """Whether a line captured on standard error is TensorFlow start-up noise."""
+    return any(pattern.match(line) for pattern in _NOISE)
+
+
+@contextlib.contextmanager
+def filtered_stderr() -> Iterator[None]:
+    """Captures file descriptor 2 (C++ and Python writes alike) and writes back the
+    lines that are not start-up noise when the block ends, even if it raised."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, AttributeError, ValueError):  # no usable standard error: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode("utf-8", errors="replace")
+            kept = "".join(line for line in text.splitlines(keepends=True) if not is_noise(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Runs the real loader of a noisy module inside `filtered_stderr()`."""
+
+    def __init__(self, loader: importlib.abc.Loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        # The module keeps its real loader (introspection, reloads).
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        with filtered_stderr():
+            self._loader.exec_module(module)
+
+
+class _QuietImportFinder(importlib.abc.MetaPathFinder):
+    """On the first import of a noisy module: its real spec, with a filtering loader."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _QUIET_MODULES:
+            return None
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]  # once, and no recursion
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
+    """Hides TensorFlow's start-up output unless the user asked for it (see the module
+    doc).  Call it before anything imports TensorFlow; returns whether it is quiet.
+    Once TensorFlow is imported it changes nothing (the lines are already out)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if verbose_requested(argv, os.environ) or any(name in sys.modules for name in _QUIET_MODULES):
+        return False
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", module=_NOISY_PACKAGES)
+    if not any(isinstance(f, _QuietImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietImportFinder())
+    return True

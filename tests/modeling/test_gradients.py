@@ -1,0 +1,102 @@
+"""Written-out gradients (LayerNorm, GELU) against TensorFlow's derived gradient of the
+plain formulas, written here again, in float64."""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.modeling import layers
+from albert_tf.modeling.activations import get_activation
+
+
+def _plain_layer_norm(x, gamma, beta, epsilon):
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(tf.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) / tf.sqrt(variance + epsilon) * gamma + beta
+
+
+def _gradients(fn, *args):
+    args = [tf.constant(a) for a in args]
+    with tf.GradientTape() as tape:
+        tape.watch(args)
+        y = fn(*args)
+        # A loss that weights every output differently, so each gradient entry matters.
+        loss = tf.reduce_sum(y * tf.reshape(tf.range(tf.size(y), dtype=y.dtype) / 7.0 % 1.3, tf.shape(y)))
+    return y.numpy(), [g.numpy() for g in tape.gradient(loss, args)]
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 16), (4, 7)])
+def test_layer_norm_gradient(shape):
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.5, 2.0, shape)
+    gamma, beta = rng.normal(1.0, 0.3, shape[-1]), rng.normal(0.0, 0.3, shape[-1])
+    got_y, got = _gradients(lambda a, g, b: layers.layer_norm(a, g, b, 1e-12), x, gamma, beta)
+    want_y, want = _gradients(lambda a, g, b: _plain_layer_norm(a, g, b, 1e-12), x, gamma, beta)
+    np.testing.assert_allclose(got_y, want_y, atol=1e-12)
+    for name, g, w in zip(("x", "gamma", "beta"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=name)
+
+
+def _plain_gelu(x):
+    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def test_gelu_value_and_gradient():
+    x = np.linspace(-6.0, 6.0, 241)
+    got_y, (got,) = _gradients(get_activation("gelu"), x)
+    want_y, (want,) = _gradients(_plain_gelu, x)
+    np.testing.assert_allclose(got_y, want_y, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_gelu_gradient_in_bfloat16_stays_close():
+    """Under the bf16 policy the gradient is computed in bf16 (as TensorFlow's derived one was)."""
+    x = np.linspace(-6.0, 6.0, 241)
+    _, (want,) = _gradients(_plain_gelu, x)
+    xb = tf.constant(x, tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(xb)
+        y = get_activation("gelu")(xb)
+    got = tape.gradient(y, xb, output_gradients=tf.ones_like(y))
+    assert got.dtype == tf.bfloat16
+    weights = np.arange(x.size) / 7.0 % 1.3
+    assert np.abs(got.numpy().astype(np.float64) * weights - want).max() < 0.08
+
+
+@pytest.fixture
+def bf16_policy():
+    from albert_tf.keras import keras
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy):
+    """Two calls sharing one bf16 copy of the weights give Keras Dense's outputs and float32
+    gradients (which casts at each call and adds the calls' gradients in float32), bit for bit."""
+    from albert_tf.keras import keras
+
+    reference = keras.layers.Dense(8, activation=get_activation("gelu"), kernel_initializer=layers.initializer(0.02))
+    shared = layers.dense(8, 0.02, "intermediate", "gelu", layer_class=layers.SharedDense)
+    x = tf.random.stateless_normal([2, 5, 8], [3, 4])
+    reference(x), shared(x)
+    shared.kernel.assign(reference.kernel.numpy())
+    shared.bias.assign(tf.random.stateless_normal([8], [5, 6]) * 0.1)
+    reference.bias.assign(shared.bias)
+
+    def run(layer, once):
+        with tf.GradientTape() as tape:
+            casts = layer.cast_weights() if once else None
+            y = layer(layer(x, cast_weights=casts), cast_weights=casts) if once else layer(layer(x))
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(8, dtype=tf.float32))
+        return y, tape.gradient(loss, [layer.kernel, layer.bias])
+
+    want_y, want = run(reference, once=False)
+    got_y, got = run(shared, once=True)
+    assert got_y.dtype == tf.bfloat16 and got[0].dtype == tf.float32
+    np.testing.assert_array_equal(got_y.numpy(), want_y.numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert [v.name for v in shared.weights] == ["intermediate/kernel:0", "intermediate/bias:0"]
