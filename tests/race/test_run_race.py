@@ -1,7 +1,13 @@
 """run_race.py end to end in a subprocess on generated RACE-format data with a tiny model
-trained from scratch: it learns the set clearly above chance, every checkpoint is
-evaluated and the best kept, and the test predictions cover every question (recomputed
-here from the data files and test_predictions.jsonl); plus flags and errors."""
+trained from scratch: every checkpoint is evaluated and the best kept, and the test
+predictions cover every question (recomputed here from the data files and
+test_predictions.jsonl); a set whose answer is visible in the option is learned (labels,
+choice order and letters line up); plus flags and errors.
+
+Not asserted: learning the templated stories of `race.synthetic` above chance. From scratch
+a tiny model stays at ln 4 loss there (measured up to 1500 steps, 1-3 layers, hidden 64-128,
+initializer_range 0.02-0.12, learning rates 1e-3 to 1e-2, the 30k-clean and a task-trained
+SentencePiece model, --max_qa_length 2 and 16): see issue 11."""
 import json
 import os
 import pathlib
@@ -85,8 +91,7 @@ def test_evaluates_every_checkpoint_and_keeps_the_best(trained):
     blocks = eval_blocks(trained / "eval_results.txt")
     assert [b["global_step"] for b in blocks] == list(range(SAVE_EVERY, STEPS + 1, SAVE_EVERY))
     accuracies = [b["eval_accuracy"] for b in blocks]
-    # Learning is not asserted here: from scratch, this tiny model stays at chance (0.25) for the
-    # first several hundred steps on this set (see the report of the commit adding this test).
+    # Learning is not asserted here (see the module docstring); test_learns_labels_it_can_see... is.
     assert all(0.0 <= a <= 1.0 for a in accuracies) and all(np.isfinite(b["eval_loss"]) for b in blocks)
     assert [b["best"] for b in blocks] == list(np.maximum.accumulate(accuracies))
     # model.ckpt-best is the checkpoint of the best step, not another one
@@ -143,6 +148,52 @@ def test_eval_only_rerun_evaluates_nothing_new_and_predict_only_rewrites_the_sam
     assert [p["prediction"] for p in after] == [p["prediction"] for p in expected]
     np.testing.assert_allclose([p["probabilities"] for p in after], [p["probabilities"] for p in expected],
                                atol=1e-5)
+
+
+def _write_visible_answer_set(data_dir, seed=5):
+    """RACE layout where the answer option is always the word "yes" (distractors: other words) at a
+    random letter: learnable from the option alone, so it checks the labels, not reading."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["red", "blue", "green", "black", "cat", "dog", "bread", "rice", "paris", "oslo"]
+    for split, count in (("train", 60), ("dev", 20), ("test", 20)):
+        for level in ("middle", "high"):
+            records = []
+            for i in range(count):
+                options, answers = [], []
+                for _ in range(2):
+                    choices = rng.sample(words, 3)
+                    label = rng.randrange(4)
+                    choices.insert(label, "yes")
+                    options.append(choices)
+                    answers.append("ABCD"[label])
+                records.append({"article": "Tom has a red ball.", "questions": ["Which one?"] * 2,
+                                "options": options, "answers": answers, "id": f"{level}{i}.txt"})
+            folder = pathlib.Path(data_dir) / "RACE" / split / level
+            folder.mkdir(parents=True)
+            (folder / "all.txt").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(data_dir)
+
+
+def test_learns_labels_it_can_see_and_predicts_their_letters(setup, tmp_path):
+    """End to end through reading, records, the 4-way softmax and the output letters: a set whose
+    answer is visible in the option itself is learned (a label shifted from its choice, a wrong
+    choice order in the records or logits, or a wrong letter in test_predictions.jsonl would keep
+    this near 0.25). Measured: 1.0 on dev and test from step 20 on."""
+    data = _write_visible_answer_set(tmp_path / "data")
+    out = tmp_path / "out"
+    args = _flags(setup, out, "--do_predict", "--train_step=40", "--warmup_step=10", "--learning_rate=1e-3",
+                  "--train_batch_size=8", "--eval_batch_size=32", "--predict_batch_size=32",
+                  "--save_checkpoints_steps=20", "--iterations_per_loop=20", "--log_steps=20")
+    args[0] = f"--data_dir={data}"
+    done = run_race(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert max(b["eval_accuracy"] for b in eval_blocks(out / "eval_results.txt")) >= 0.9
+    gold = answers(data, "test")
+    lines = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == len(gold)
+    assert np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines]) >= 0.9
 
 
 def test_missing_data_dir_is_one_line_and_writes_nothing(setup, tmp_path):
