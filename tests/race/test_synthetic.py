@@ -91,3 +91,24 @@ def test_binding_share_puts_other_peoples_values_among_the_options(tmp_path):
 def test_invalid_arguments(tmp_path, kwargs):
     with pytest.raises(ValueError, match="invalid synthetic RACE"):
         write_race(tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize("context", [0, 2])
+def test_short_articles_keep_every_answer_and_that_many_other_sentences(tmp_path, context):
+    full = read_race(write_race(tmp_path / "full", train=40, dev=0, test=0, questions_per_article=2,
+                                binding_share=0.0), "train")
+    short = read_race(write_race(tmp_path / "short", train=40, dev=0, test=0, questions_per_article=2,
+                                 binding_share=0.0, context_sentences=context), "train")
+    # The first article asks the same questions; its text is a subset of the full one's sentences.
+    # (Later articles differ: choosing the kept sentences draws from the same generator.)
+    assert [(e.question, e.options, e.label) for e in short[:2]] == [(e.question, e.options, e.label)
+                                                                     for e in full[:2]]
+    assert set(re.split(r"(?<=\.)\s+", short[0].article)) <= set(re.split(r"(?<=\.)\s+", full[0].article))
+    for ex in short:
+        assert len(re.split(r"(?<=\.)\s+", ex.article)) == 2 + context  # the two asked facts + `context` others
+        assert supported_options(ex) == [ex.options[ex.label]]
+
+
+def test_negative_context_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="context_sentences=-1"):
+        write_race(tmp_path, context_sentences=-1)
