@@ -257,7 +257,7 @@ def test_temporaries_removed_on_interrupt(signum, workers, botchan_corpus, spm_m
     proc = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={tmp_path}/out.tfrecord", f"--spm_model_file={spm_model}", f"--tmp_dir={scratch}",
-         "--max_seq_length=128", "--dupe_factor=5", f"--num_workers={workers}", "--block_size_mb=0.1"],
+         "--max_seq_length=128", "--dupe_factor=20", f"--num_workers={workers}", "--block_size_mb=0.1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
     try:
