@@ -37,11 +37,11 @@ from albert_tf.glue.processors import GlueProcessor, get_processor
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_policy import CheckpointEvaluator
 from albert_tf.training.distribution import worker_info
-from albert_tf.training.evaluation import BatchRunner
+from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE
 from albert_tf.training.summaries import write_scalars
-from albert_tf.weights import files, load_checkpoint
+from albert_tf.weights import files, fine_tuning_init, load_checkpoint
 
 @dataclasses.dataclass
 class GlueJob:
@@ -117,12 +117,7 @@ def output_runner(model) -> BatchRunner:
 
 def gather_split(runner: BatchRunner, cached: features.CachedFeatures, batch_size: int) -> dict[str, np.ndarray]:
     """`logits`, `probabilities`, `label_ids` of the real examples of a split, in file order."""
-    result = runner.gather(features.make_eval_dataset(cached, batch_size))
-    real = result.pop("is_real_example") > 0
-    result = {k: v[real] for k, v in result.items()}
-    if len(result["label_ids"]) != cached.num_examples:
-        raise RuntimeError(f"predicted {len(result['label_ids'])} of {cached.num_examples} examples")
-    return result
+    return gather_real_examples(runner, features.make_eval_dataset(cached, batch_size), cached.num_examples)
 
 
 class DevEvaluation:
@@ -164,19 +159,12 @@ def make_trainer(job: GlueJob, strategy: tf.distribute.Strategy):
     logging.info("Training on %d %s examples, %d steps of %d.", train.num_examples, spec.name,
                  config.num_train_steps, config.train_batch_size)
 
-    def init_fn(model):
-        if job.init_checkpoint:
-            report = load_checkpoint(model, job.init_checkpoint, allow_missing_heads=True)
-            logging.info("init_checkpoint: %s", report.summary())
-        else:
-            logging.warning("No --init_checkpoint: fine-tuning from random weights.")
-
     task = Task(
         build_model=lambda: heads.GlueClassifier(AlbertModel(job.albert_config, job.use_one_hot_embeddings),
                                                  spec.num_labels, spec.is_regression),
         loss_fn=make_loss_fn(spec.is_regression),
         train_dataset_fn=features.train_dataset_fn(train, config.train_batch_size, config.seed),
-        init_fn=init_fn,
+        init_fn=fine_tuning_init(job.init_checkpoint),
     )
     return Trainer(task, strategy, job.optimizer_fn, config)
 

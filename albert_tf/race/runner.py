@@ -27,11 +27,11 @@ from albert_tf.race.features import Tokenizer, check_lengths
 from albert_tf.race.model import RaceModel, build_race_model, loss_fn
 from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator
 from albert_tf.training.distribution import worker_info
-from albert_tf.training.evaluation import BatchRunner
+from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE
 from albert_tf.training.summaries import write_scalars
-from albert_tf.weights import files, load_checkpoint
+from albert_tf.weights import files, fine_tuning_init, load_checkpoint
 
 # split -> the original's default record file in output_dir
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
@@ -112,12 +112,8 @@ def output_runner(model) -> BatchRunner:
 
 def gather_split(runner: BatchRunner, split: Split, batch_size: int) -> dict[str, np.ndarray]:
     """`logits` and `probabilities` of every question of a split, in file order."""
-    result = runner.gather(records.make_eval_dataset(split.features, batch_size))
-    real = result.pop("is_real_example") > 0
-    result = {k: v[real] for k, v in result.items()}
-    if len(result["logits"]) != len(split.examples):
-        raise RuntimeError(f"predicted {len(result['logits'])} of {len(split.examples)} RACE questions")
-    return result
+    return gather_real_examples(runner, records.make_eval_dataset(split.features, batch_size), len(split.examples),
+                                "RACE questions")
 
 
 class DevEvaluation:
@@ -155,17 +151,10 @@ def train(job: RaceJob, strategy: tf.distribute.Strategy, evaluate: bool):
     logging.info("Training on %d RACE questions, %d steps of %d.", len(data.examples), config.num_train_steps,
                  config.train_batch_size)
 
-    def init_fn(model):
-        if job.init_checkpoint:
-            logging.info("init_checkpoint: %s",
-                         load_checkpoint(model, job.init_checkpoint, allow_missing_heads=True).summary())
-        else:
-            logging.warning("No --init_checkpoint: fine-tuning from random weights.")
-
     task = Task(build_model=lambda: new_model(job),
                 loss_fn=train_loss_fn,
                 train_dataset_fn=records.train_dataset_fn(data.features, config.train_batch_size, config.seed),
-                init_fn=init_fn)
+                init_fn=fine_tuning_init(job.init_checkpoint))
     trainer = Trainer(task, strategy, job.optimizer_fn, config)
     if evaluate and trainer.worker.is_chief:
         evaluator = checkpoint_evaluator(job, trainer.model)

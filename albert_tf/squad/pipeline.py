@@ -93,7 +93,7 @@ def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strate
 
     evaluator_for: ``model -> CheckpointEvaluator`` scoring each checkpoint as it is saved."""
     from albert_tf.training import Task, Trainer, make_tfrecord_dataset
-    from albert_tf.weights import load_checkpoint
+    from albert_tf.weights import fine_tuning_init
 
     batch = train_config.train_batch_size
     logging.info("SQuAD training: %d examples, %d features, batch %d, %d steps",
@@ -106,13 +106,8 @@ def train(config: AlbertConfig, s: SquadSettings, strategy: tf.distribute.Strate
             ctx.get_per_replica_batch_size(batch), is_training=True,
             input_context=ctx, seed=train_config.seed, shuffle_buffer_size=100, shard_mode="records")
 
-    def init_fn(model):
-        if init_checkpoint:
-            report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True)
-            logging.info("init_checkpoint: %s", report.summary())
-
     task = Task(build_model=lambda: new_model(config, s), loss_fn=loss_fn(s.version_2),
-                train_dataset_fn=dataset_fn, init_fn=init_fn)
+                train_dataset_fn=dataset_fn, init_fn=fine_tuning_init(init_checkpoint))
     trainer = Trainer(task, strategy, optimizer_fn, train_config)
     if evaluator_for is not None and trainer.worker.is_chief:
         evaluator = evaluator_for(trainer.model)

@@ -78,3 +78,14 @@ class BatchRunner:
             steps += 1
         return {name: np.stack(values) if values[0].ndim == 0 else np.concatenate(values)
                 for name, values in outputs.items()}
+
+
+def gather_real_examples(runner: BatchRunner, dataset: tf.data.Dataset, expected: int,
+                         what: str = "examples") -> dict[str, np.ndarray]:
+    """``runner.gather(dataset)`` without the padding rows that fill the last batch (the step returns
+    ``is_real_example``, 0 for them): the outputs of exactly ``expected`` examples, in the dataset's order."""
+    result = runner.gather(dataset)
+    real = result.pop("is_real_example") > 0
+    if int(real.sum()) != expected:
+        raise RuntimeError(f"predicted {int(real.sum())} of {expected} {what}")
+    return {name: values[real] for name, values in result.items()}

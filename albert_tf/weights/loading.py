@@ -265,3 +265,18 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     skipped = sorted([checkpoint.origin[k][0] for k in checkpoint.tensors if k not in used] + checkpoint.unused)
     loaded = sorted(n for n in model_names if sources[n] is not None)
     return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes)
+
+
+def fine_tuning_init(init_checkpoint: str | None):
+    """A Trainer `init_fn` for fine-tuning drivers: loads `--init_checkpoint` into the model, its task head
+    (absent from pretraining checkpoints) starting fresh, and logs what was loaded; warns when there is none."""
+    from absl import logging
+
+    def init_fn(model) -> None:
+        if init_checkpoint:
+            report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True)
+            logging.info("init_checkpoint: %s", report.summary())
+        else:
+            logging.warning("No --init_checkpoint: fine-tuning from random weights.")
+
+    return init_fn
