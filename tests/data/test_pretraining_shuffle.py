@@ -259,6 +259,9 @@ def test_temporaries_removed_on_interrupt(signum, workers, botchan_corpus, spm_m
          f"--output_file={tmp_path}/out.tfrecord", f"--spm_model_file={spm_model}", f"--tmp_dir={scratch}",
          "--max_seq_length=128", "--dupe_factor=20", f"--num_workers={workers}", "--block_size_mb=0.1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        # As from a shell: the signal neither blocked nor ignored, whatever this test process inherited or set.
+        preexec_fn=lambda: (signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum]),
+                            signal.signal(signum, signal.SIG_DFL)),
     )
     try:
         deadline = time.monotonic() + 120
@@ -271,7 +274,9 @@ def test_temporaries_removed_on_interrupt(signum, workers, botchan_corpus, spm_m
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signum, proc.stderr.read()[-2000:]
+    assert proc.returncode == 128 + signum, (f"parent's handler: {signal.getsignal(signum)}, blocked: "
+                                             f"{signal.pthread_sigmask(signal.SIG_BLOCK, [])}; "
+                                             + proc.stderr.read()[-2000:])
     assert _scratch_is_empty(scratch)
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "scratch"]
 
