@@ -22,17 +22,17 @@ but with memory bounded whatever the corpus size:
 
 Reproducibility: every draw for document d in pass p, sort keys included, comes
 from random.Random(seed(random_seed, p, d)), and equal keys keep generation
-order (pass, document, instance) by the ordinal stored beside each key. The output is therefore one uniform random
-permutation of all instances, the same bytes for any --num_workers,
---block_size_mb, --shuffle_bucket_mb or --tmp_dir.
+order (pass, document, instance) by the ordinal stored beside each key. The
+output is therefore one uniform random permutation of all instances, the same
+bytes for any --num_workers, --block_size_mb, --shuffle_bucket_mb or --tmp_dir.
 
 Memory: about 2 * num_workers + 1 blocks (text, then their instances) in
-flight, and in phase 3 one bucket of at most `shuffle_bucket_mb` in each worker
-(a single document larger than a block is held whole). Disk, in a fresh directory under
-`tmp_dir` (default: the first output's directory) that is removed at the end,
-also on errors: the token store (about half the text) and the buckets (about
-the size of the output; pieces of the output in phase 3). No process imports TensorFlow: the records are
-encoded and framed by `tfrecord`.
+flight, and in phase 3 one bucket of at most `shuffle_bucket_mb` in each
+worker (a single document larger than a block is held whole). Disk, in a fresh
+directory under `tmp_dir` (default: the first output's directory) that is
+removed at the end, also on errors: the token store (about half the text), the
+buckets (about the size of the output) and, in phase 3, pieces of the output.
+No process imports TensorFlow: the records are encoded and framed by `tfrecord`.
 """
 from __future__ import annotations
 
@@ -624,10 +624,10 @@ def _write_outputs(config: PipelineConfig, runner: _Runner, scatter: ScatterFact
     total = sum(scatter.bucket_counts.values())
     progress = _Progress("writing", total, config.progress_interval)
     memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
+    tags, max_open = tuple(sorted(scatter.tags)), _max_open_files()
     tasks, first = [], 0
     for bucket in sorted(scatter.bucket_counts):
-        tasks.append((bucket, first, num_buckets, tuple(sorted(scatter.tags)), len(temp_files), memory_limit,
-                      _max_open_files()))
+        tasks.append((bucket, first, num_buckets, tags, len(temp_files), memory_limit, max_open))
         first += scatter.bucket_counts[bucket]
     outputs = [os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666) for tmp in temp_files]
     try:

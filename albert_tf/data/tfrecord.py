@@ -56,10 +56,6 @@ class TFRecordWriter:
     def write(self, record: bytes) -> None:
         self._file.write(frame_record(record))
 
-    def write_framed(self, framed: Iterable[bytes | memoryview]) -> None:
-        """Writes records already framed by `frame_record` (framing done elsewhere, e.g. in workers)."""
-        self._file.writelines(framed)
-
     def close(self) -> None:
         self._file.close()
 
