@@ -1,13 +1,16 @@
 """run_race.py end to end in a subprocess on generated RACE-format data with a tiny model
-trained from scratch: every checkpoint is evaluated and the best kept, and the test
-predictions cover every question (recomputed here from the data files and
-test_predictions.jsonl); a set whose answer is visible in the option is learned (labels,
-choice order and letters line up); plus flags and errors.
+trained from scratch: it learns the templated stories of `race.synthetic` well above chance,
+every checkpoint is evaluated and the best kept, and the test predictions cover every question
+(recomputed here from the data files and test_predictions.jsonl); a set whose answer is
+visible in the option is learned (labels, choice order and letters line up); plus flags and
+errors.
 
-Not asserted: learning the templated stories of `race.synthetic` above chance. From scratch
-a tiny model stays at ln 4 loss there (measured up to 1500 steps, 1-3 layers, hidden 64-128,
-initializer_range 0.02-0.12, learning rates 1e-3 to 1e-2, the 30k-clean and a task-trained
-SentencePiece model, --max_qa_length 2 and 16): see issue 11."""
+What makes a from-scratch model learn the stories (measured, issue 11): the original's AdamW
+has no bias correction, so in the first ~1000 steps its update is 1.3x-6x that of Adam at the
+same learning rate; at 1e-3 the scores collapse to equal (loss ln 4) and stay there, at 3e-4
+they do not. Besides: initializer_range 0.1 (at 0.02 the four choices' pooled outputs are too
+alike for the gradient to separate them), 2000 training articles (with 400 the model memorises:
+train 0.69, dev 0.39) and no dropout on the pooled output."""
 import json
 import os
 import pathlib
@@ -20,11 +23,11 @@ import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEQ, QA = 64, 16
-STEPS, SAVE_EVERY = 60, 20
-CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 1,
+STEPS, SAVE_EVERY = 1500, 500
+CONFIG = {"vocab_size": 30000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
           "num_attention_heads": 4, "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
           "attention_probs_dropout_prob": 0.0, "max_position_embeddings": SEQ, "type_vocab_size": 2,
-          "initializer_range": 0.02}
+          "initializer_range": 0.1}
 
 
 def run_race(*args, timeout=900):
@@ -63,7 +66,7 @@ def setup(tmp_path_factory, shared):
     from albert_tf.race.synthetic import write_race
 
     root = tmp_path_factory.mktemp("race")
-    data_dir = write_race(root / "data", train=100, dev=30, test=30, binding_share=0.0)
+    data_dir = write_race(root / "data", train=2000, dev=100, test=100, binding_share=0.0)
     config = root / "albert_config.json"
     config.write_text(json.dumps(CONFIG))
     return {"data_dir": data_dir, "config": str(config), "spm": str(shared("data", "spm", "30k-clean.model")),
@@ -79,10 +82,11 @@ def _flags(setup, out, *extra):
 @pytest.fixture(scope="module")
 def trained(setup):
     out = setup["root"] / "out"
-    done = run_race(*_flags(setup, out, "--do_predict", f"--train_step={STEPS}", "--warmup_step=30",
-                            "--learning_rate=1e-3", "--train_batch_size=8", "--eval_batch_size=32",
-                            "--predict_batch_size=7", f"--save_checkpoints_steps={SAVE_EVERY}",
-                            f"--iterations_per_loop={SAVE_EVERY}", f"--log_steps={SAVE_EVERY}"))
+    done = run_race(*_flags(setup, out, "--do_predict", f"--train_step={STEPS}", "--warmup_step=100",
+                            "--learning_rate=3e-4", "--train_batch_size=16", "--dropout_prob=0",
+                            "--eval_batch_size=64", "--predict_batch_size=7",
+                            f"--save_checkpoints_steps={SAVE_EVERY}", f"--iterations_per_loop={SAVE_EVERY}",
+                            f"--log_steps={SAVE_EVERY}"))
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
@@ -91,7 +95,6 @@ def test_evaluates_every_checkpoint_and_keeps_the_best(trained):
     blocks = eval_blocks(trained / "eval_results.txt")
     assert [b["global_step"] for b in blocks] == list(range(SAVE_EVERY, STEPS + 1, SAVE_EVERY))
     accuracies = [b["eval_accuracy"] for b in blocks]
-    # Learning is not asserted here (see the module docstring); test_learns_labels_it_can_see... is.
     assert all(0.0 <= a <= 1.0 for a in accuracies) and all(np.isfinite(b["eval_loss"]) for b in blocks)
     assert [b["best"] for b in blocks] == list(np.maximum.accumulate(accuracies))
     # model.ckpt-best is the checkpoint of the best step, not another one
@@ -107,6 +110,20 @@ def test_evaluates_every_checkpoint_and_keeps_the_best(trained):
 
     assert same(best_step)
     assert not any(same(b["global_step"]) for b in blocks if b["global_step"] != best_step)
+
+
+def test_learns_the_stories_well_above_chance(trained, setup):
+    """The answer is the only option the article mentions: a model that does not read the article
+    stays at 0.25. 400 dev and 400 test questions: 0.35 is 4.6 standard deviations above chance.
+    Measured on AMD EPYC (AVX-512): best dev 0.45 / 0.42 / 0.40 with --seed 1 / 2 / 3."""
+    best = max(b["eval_accuracy"] for b in eval_blocks(trained / "eval_results.txt"))
+    assert best >= 0.35, best
+    gold = answers(setup["data_dir"], "test")
+    lines = [json.loads(line) for line in (trained / "test_predictions.jsonl").read_text().splitlines()]
+    test_accuracy = np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines])
+    assert test_accuracy >= 0.33, test_accuracy
+    # not one letter for every question: the choices are read, not their positions
+    assert max(np.bincount(["ABCD".index(p["prediction"]) for p in lines], minlength=4)) < 0.5 * len(lines)
 
 
 def test_dev_accuracy_per_level_recomputes(trained, setup):
