@@ -10,7 +10,8 @@ runs a real driver with flags, as a user would, and prints the command:
   5. convert_checkpoint.py: albert_tf -> Google TF1 format -> albert_tf;
   6. run_classifier.py on the sentiment task, starting from the TF1-format checkpoint;
   7. run_squad.py (SQuAD 1.1 head) train + predict;
-  8. run_race.py (multiple choice) on RACE-format data (albert_tf.race.synthetic): train, eval, predict;
+  8. run_race.py (multiple choice) on RACE-format data (albert_tf.race.synthetic): a tiny model
+     trained from scratch, eval, predict;
   9. export_model.py, then the SavedModel is queried with raw sentences.
 It ends with a table of results and where every output went.
 """
@@ -31,6 +32,10 @@ TINY_CONFIG = {"embedding_size": 32, "hidden_size": 96, "num_hidden_layers": 4, 
                "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 192, "hidden_act": "gelu",
                "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                "max_position_embeddings": SEQ, "type_vocab_size": 2, "initializer_range": 0.02}
+# RACE's model, trained from scratch: a larger initializer_range separates the four choices' pooled
+# outputs enough for the gradient to find the option the article mentions.
+RACE_CONFIG = {**TINY_CONFIG, "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+               "initializer_range": 0.1}
 
 
 class Demo:
@@ -171,16 +176,24 @@ def main(argv: list[str] | None = None) -> int:
                 save_checkpoints_steps=1000, iterations_per_loop=25, log_steps=25)
     squad_results = _read_results(os.path.join(squad_dir, "eval_results.txt"))
 
-    demo.step("run_race.py (multiple choice, RACE format): train, evaluate, predict")
+    demo.step("run_race.py (multiple choice, RACE format): train from scratch, evaluate, predict")
     from albert_tf.race.synthetic import write_race
 
-    race_data = write_race(demo.path("data", "race"), train=400, dev=50, test=50, binding_share=0.0)
+    # From scratch with RACE_CONFIG: the pretrained tiny model (initializer_range 0.02, other text)
+    # stays at chance on these stories; this recipe learns them (tests/race/test_run_race.py). Articles
+    # keep only their questions' sentences: in the demo's 300-piece vocabulary whole stories are twice as
+    # long and learned far more slowly (best dev 0.345 after 1500 steps at sequence 128, against 0.42).
+    race_data = write_race(demo.path("data", "race"), train=2000, dev=100, test=100, binding_share=0.0,
+                           context_sentences=0)
+    race_config = demo.path("race_config.json")
+    with open(race_config, "w", encoding="utf-8") as f:
+        json.dump({"vocab_size": vocab_size, **RACE_CONFIG}, f, indent=2)
     race_dir = demo.path("race")
-    demo.driver("run_race.py", data_dir=race_data, albert_config_file=config_file, spm_model_file=spm_model,
-                init_checkpoint=os.path.join(google_dir, "model.ckpt"), output_dir=race_dir, do_train=True,
-                do_eval=True, do_predict=True, max_seq_length=SEQ, max_qa_length=16, train_batch_size=16,
-                eval_batch_size=50, predict_batch_size=50, learning_rate=5e-4, train_step=steps(400),
-                warmup_step=steps(40), save_checkpoints_steps=steps(200), iterations_per_loop=25, log_steps=25)
+    demo.driver("run_race.py", data_dir=race_data, albert_config_file=race_config, spm_model_file=spm_model,
+                output_dir=race_dir, do_train=True, do_eval=True, do_predict=True, max_seq_length=SEQ,
+                max_qa_length=16, dropout_prob=0.0, train_batch_size=16, eval_batch_size=100,
+                predict_batch_size=100, learning_rate=3e-4, train_step=steps(1500), warmup_step=steps(100),
+                save_checkpoints_steps=steps(500), iterations_per_loop=100, log_steps=100)
     # the best checkpoint's dev accuracy (model.ckpt-best, which predict used)
     race_accuracy = _read_results(os.path.join(race_dir, "eval_results.txt")).get("best", "?")
 
