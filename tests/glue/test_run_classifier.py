@@ -36,10 +36,14 @@ def eval_blocks(path):
     return blocks
 
 
+EVAL_BATCH = 5
+
+
 def _common(task, data_dir, config, spm, out, steps):
     return [f"--task_name={task}", f"--data_dir={data_dir}", f"--albert_config_file={config}",
             f"--spm_model_file={spm}", f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
-            f"--max_seq_length={SEQ}", "--train_batch_size=16", "--eval_batch_size=5", "--predict_batch_size=5",
+            f"--max_seq_length={SEQ}", "--train_batch_size=16", f"--eval_batch_size={EVAL_BATCH}",
+            f"--predict_batch_size={EVAL_BATCH}",
             f"--train_step={steps}", f"--save_checkpoints_steps={steps // 2}", "--keep_checkpoint_max=1",
             "--learning_rate=1e-3", f"--warmup_step={steps // 10}", f"--log_steps={steps // 2}",
             f"--iterations_per_loop={steps}", f"--export_dir={out}/export"]
@@ -140,10 +144,12 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     # In batches of --eval_batch_size, as the driver evaluated them: with oneDNN (on by default on
     # AVX-512 CPUs) a matmul's rounding depends on its row count; all 24 in one batch gave Pearson
     # 0.44838 against the driver's 0.44928 on an AVX512 EPYC.
-    dev_scores = np.concatenate([
-        loaded.signatures["serving_text"](text_a=tf.constant([e.text_a for e in dev[i:i + 5]]),
-                                          text_b=tf.constant([e.text_b for e in dev[i:i + 5]]))["score"].numpy()
-        for i in range(0, len(dev), 5)]).astype(np.float64)
+    def scores_of(batch):
+        return loaded.signatures["serving_text"](text_a=tf.constant([e.text_a for e in batch]),
+                                                 text_b=tf.constant([e.text_b for e in batch]))["score"].numpy()
+
+    dev_scores = np.concatenate([scores_of(dev[i:i + EVAL_BATCH])
+                                 for i in range(0, len(dev), EVAL_BATCH)]).astype(np.float64)
     dx, dy = dev_scores - dev_scores.mean(), gold - gold.mean()
     pearson = (dx * dy).sum() / np.sqrt((dx * dx).sum() * (dy * dy).sum())
     mse = ((dev_scores - gold) ** 2).mean()

@@ -61,6 +61,16 @@ def answers(data_dir, split):
     return found
 
 
+def predictions(out):
+    """test_predictions.jsonl as a list of dicts."""
+    return [json.loads(line) for line in (pathlib.Path(out) / "test_predictions.jsonl").read_text().splitlines()]
+
+
+def accuracy(lines, gold):
+    """Share of predicted letters equal to the gold letter read from the data files."""
+    return np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines])
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, shared):
     from albert_tf.race.synthetic import write_race
@@ -119,8 +129,8 @@ def test_learns_the_stories_well_above_chance(trained, setup):
     best = max(b["eval_accuracy"] for b in eval_blocks(trained / "eval_results.txt"))
     assert best >= 0.35, best
     gold = answers(setup["data_dir"], "test")
-    lines = [json.loads(line) for line in (trained / "test_predictions.jsonl").read_text().splitlines()]
-    test_accuracy = np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines])
+    lines = predictions(trained)
+    test_accuracy = accuracy(lines, gold)
     assert test_accuracy >= 0.33, test_accuracy
     # not one letter for every question: the choices are read, not their positions
     assert max(np.bincount(["ABCD".index(p["prediction"]) for p in lines], minlength=4)) < 0.5 * len(lines)
@@ -138,7 +148,7 @@ def test_dev_accuracy_per_level_recomputes(trained, setup):
 
 def test_predictions_cover_every_question_and_recompute_the_accuracy(trained, setup):
     gold = answers(setup["data_dir"], "test")
-    lines = [json.loads(line) for line in (trained / "test_predictions.jsonl").read_text().splitlines()]
+    lines = predictions(trained)
     assert len(lines) == len(gold)  # 7 per batch does not divide the count: padding is not written
     assert len(gold) % 7 != 0
     keys = [(p["id"], p["question_index"]) for p in lines]
@@ -146,9 +156,9 @@ def test_predictions_cover_every_question_and_recompute_the_accuracy(trained, se
     for p in lines:
         assert p["prediction"] == "ABCD"[int(np.argmax(p["probabilities"]))]
         assert len(p["probabilities"]) == 4 and sum(p["probabilities"]) == pytest.approx(1.0, abs=1e-5)
-    accuracy = np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines])
+    recomputed = accuracy(lines, gold)
     results = dict(line.split(" = ") for line in (trained / "predict_results.txt").read_text().splitlines())
-    assert float(results["eval_accuracy"]) == pytest.approx(accuracy, abs=1e-9)
+    assert float(results["eval_accuracy"]) == pytest.approx(recomputed, abs=1e-9)
     _, best_step, _ = (trained / "best_trial.txt").read_text().split(":")
     assert int(results["global_step"]) == int(best_step)  # predicted with model.ckpt-best
     assert sorted(results) == ["eval_accuracy", "eval_accuracy_high", "eval_accuracy_middle", "eval_loss",
@@ -160,7 +170,7 @@ def test_eval_only_rerun_evaluates_nothing_new_and_predict_only_rewrites_the_sam
     done = run_race(*_flags(setup, trained, "--nodo_train", "--nodo_eval", "--do_predict",
                             "--predict_batch_size=9"))
     assert done.returncode == 0, done.stderr[-3000:]
-    after = [json.loads(line) for line in (trained / "test_predictions.jsonl").read_text().splitlines()]
+    after = predictions(trained)
     expected = [json.loads(line) for line in before.splitlines()]
     assert [p["prediction"] for p in after] == [p["prediction"] for p in expected]
     np.testing.assert_allclose([p["probabilities"] for p in after], [p["probabilities"] for p in expected],
@@ -208,9 +218,9 @@ def test_learns_labels_it_can_see_and_predicts_their_letters(setup, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert max(b["eval_accuracy"] for b in eval_blocks(out / "eval_results.txt")) >= 0.9
     gold = answers(data, "test")
-    lines = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+    lines = predictions(out)
     assert len(lines) == len(gold)
-    assert np.mean([p["prediction"] == gold[(p["id"], p["question_index"])][0] for p in lines]) >= 0.9
+    assert accuracy(lines, gold) >= 0.9
 
 
 def test_missing_data_dir_is_one_line_and_writes_nothing(setup, tmp_path):
