@@ -99,10 +99,18 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             self._use_adaptation.append(self._do_layer_adaptation(name))
 
     def update_step(self, gradient, variable):
-        index = self._index_dict[self._var_key(variable)]
-        m, v = self._adam_m[index], self._adam_v[index]
         if isinstance(gradient, tf.IndexedSlices):
             gradient = tf.convert_to_tensor(gradient)
+        # Nothing of the update may run before its gradient exists: b1*m, b2*v and the
+        # decay term need no gradient, and TensorFlow's executor would otherwise compute
+        # them at the start of the step and hold them (three float32 copies of the
+        # model, ~150 MB for ALBERT-base) through the whole forward and backward pass.
+        with tf.control_dependencies([gradient]):
+            self._apply_update(gradient, variable)
+
+    def _apply_update(self, gradient, variable):
+        index = self._index_dict[self._var_key(variable)]
+        m, v = self._adam_m[index], self._adam_v[index]
         dtype = variable.dtype
         gradient = tf.cast(gradient, dtype)
         lr = tf.cast(self.learning_rate, dtype)

@@ -139,3 +139,39 @@ def test_slots_round_trip_through_checkpoint(tmp_path):
 def test_unknown_optimizer_name():
     with pytest.raises(ValueError, match="adamw, lamb"):
         optimizers.create_optimizer(1e-3, 10, 0, optimizer="sgd")
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_update_waits_for_its_gradient(name):
+    """No op of a variable's update runs before its gradient exists: b1*m, b2*v and the
+    decay term need no gradient, and would otherwise be computed at the start of a
+    training step and held through its forward and backward pass (three copies of the
+    model's weights)."""
+    weight = tf.Variable(np.ones([4, 3], np.float32), name="layer/kernel")
+    optimizer = optimizers.create_optimizer(1e-3, 10, 2, name)
+    optimizer.build([weight])
+
+    @tf.function
+    def apply(gradient):
+        optimizer.apply_gradients([(gradient, weight)])
+
+    graph = apply.get_concrete_function(tf.TensorSpec([4, 3], tf.float32)).graph
+    gradient_op = graph.inputs[0].op
+
+    def depends_on_gradient(op, seen=None):
+        seen = set() if seen is None else seen
+        if op is gradient_op:
+            return True
+        if op.name in seen:
+            return False
+        seen.add(op.name)
+        return any(depends_on_gradient(i.op, seen) for i in op.inputs) or any(
+            depends_on_gradient(c, seen) for c in op.control_inputs)
+
+    # The reads of the weight and of its two slots that the update computes with.
+    reads = [op for op in graph.get_operations() if op.type == "ReadVariableOp"
+             and op.inputs[0].dtype == tf.resource and op.inputs[0].op.type == "Placeholder"]
+    update_reads = [op for op in reads if op.outputs[0].shape == tf.TensorShape([4, 3])]
+    assert len(update_reads) >= 3, [op.name for op in reads]
+    assert all(depends_on_gradient(op) for op in update_reads), [
+        op.name for op in update_reads if not depends_on_gradient(op)]
