@@ -42,15 +42,20 @@ def pretraining_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf
     before summing; this project keeps one-device semantics everywhere.)
     Metrics are (numerator, denominator) pairs so eval sums are exact.
     """
-    mlm_log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32), axis=-1)
+    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
     labels = tf.cast(features["masked_lm_ids"], tf.int32)
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
-    mlm_nll = -tf.reduce_sum(mlm_log_probs * tf.one_hot(labels, tf.shape(mlm_log_probs)[-1]), axis=-1)
+    # -log_softmax(logits)[label]: bit for bit the original's -sum(log_probs * one_hot), from
+    # TensorFlow's fused op, whose backward keeps one [batch, predictions, vocab] tensor
+    # (softmax - one_hot) instead of the log-probabilities and the one-hot labels.
+    mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, mlm_logits)
     weight_sum = tf.reduce_sum(weights)
     local = loss_denominators(features)
     totals = local if denominators is None else denominators
     mlm_loss = tf.reduce_sum(weights * mlm_nll) / (totals["masked_lm"] + 1e-5)
-    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_log_probs, -1, output_type=tf.int32), labels), tf.float32)
+    # The original takes the argmax of the log-probabilities: the logits' argmax (log_softmax
+    # subtracts one number per row), without a second [batch, predictions, vocab] tensor.
+    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), labels), tf.float32)
 
     sop_log_probs = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32), axis=-1)
     sop_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
