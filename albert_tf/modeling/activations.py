@@ -18,6 +18,21 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 
 
+def gelu_cdf(x: tf.Tensor) -> tf.Tensor:
+    """The tanh approximation of Φ(x) that the original's GELU multiplies x by."""
+    # x * x * x is what grappler makes of the original's tf.pow(x, 3) (the same products);
+    # written out, the ops it becomes keep a recomputation's control dependency.
+    return 0.5 * (1.0 + tf.tanh(_SQRT_2_OVER_PI * (x + _CUBIC * (x * x * x))))
+
+
+def gelu_backward(dy: tf.Tensor, x: tf.Tensor, cdf: tf.Tensor) -> tf.Tensor:
+    """The gradient of x * gelu_cdf(x) for the output gradient dy, from x and its cdf."""
+    # d/dx x*cdf = cdf + x*cdf';  cdf' = 0.5*(1 - tanh(u)^2) * du/dx with 1 - tanh(u)^2 = 4*cdf*(1 - cdf)
+    # and du/dx = sqrt(2/pi) * (1 + 3*0.044715*x^2).
+    slope = (2.0 * _SQRT_2_OVER_PI) + (6.0 * _SQRT_2_OVER_PI * _CUBIC) * (x * x)
+    return dy * (cdf + x * (cdf * (1.0 - cdf)) * slope)
+
+
 @tf.custom_gradient
 def gelu(x: tf.Tensor) -> tf.Tensor:
     """GELU, tanh approximation: what the original means by "gelu".
@@ -25,15 +40,13 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     Computed in the input's dtype (bf16 under a mixed policy).  The gradient is written
     out: TensorFlow's derived one keeps about six [tokens, intermediate] tensors per layer
     alive until the backward pass (the largest activations of the step); this one keeps
-    the input and the cdf and takes nine elementwise ops.
+    the input and the cdf and takes nine elementwise ops.  (A transformer block's FFN
+    runs `albert_tf.modeling.recompute.gelu_dense` instead, which keeps only the input.)
     """
-    cdf = 0.5 * (1.0 + tf.tanh(_SQRT_2_OVER_PI * (x + _CUBIC * tf.pow(x, 3))))
+    cdf = gelu_cdf(x)
 
     def backward(dy):
-        # d/dx x*cdf = cdf + x*cdf';  cdf' = 0.5*(1 - tanh(u)^2) * du/dx with 1 - tanh(u)^2 = 4*cdf*(1 - cdf)
-        # and du/dx = sqrt(2/pi) * (1 + 3*0.044715*x^2).
-        slope = (2.0 * _SQRT_2_OVER_PI) + (6.0 * _SQRT_2_OVER_PI * _CUBIC) * (x * x)
-        return dy * (cdf + x * (cdf * (1.0 - cdf)) * slope)
+        return gelu_backward(dy, x, cdf)
 
     return x * cdf, backward
 

@@ -22,8 +22,9 @@ from typing import Optional
 import tensorflow as tf
 
 from albert_tf.keras import keras
-from albert_tf.modeling.activations import get_activation
+from albert_tf.modeling.activations import gelu, get_activation
 from albert_tf.modeling.dropout import StatelessDropout
+from albert_tf.modeling.recompute import gelu_dense, probs_times_values
 
 
 def initializer(initializer_range: float) -> keras.initializers.Initializer:
@@ -86,20 +87,29 @@ class SharedDense(keras.layers.Dense):
         return tuple((master, tf.cast(master, self.compute_dtype))
                      for master in (tf.convert_to_tensor(w) for w in weights))
 
-    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None):
-        inputs = tf.cast(inputs, self.compute_dtype)
+    def _kernel_and_bias(self, cast_weights: Optional[tuple[CastWeight, ...]]):
+        """This call's kernel and bias (None without one): the float32 variables' values, or
+        their copies cast once per forward pass."""
         if cast_weights is None:
             cast_weights = self.cast_weights()
         if cast_weights is None:  # float32: the weights as they are
-            kernel, bias = self.kernel, self.bias if self.use_bias else None
-        else:
-            kernel = _reuse_cast(*cast_weights[0])
-            bias = _reuse_cast(*cast_weights[1]) if self.use_bias else None
+            return tf.convert_to_tensor(self.kernel), tf.convert_to_tensor(self.bias) if self.use_bias else None
+        return _reuse_cast(*cast_weights[0]), _reuse_cast(*cast_weights[1]) if self.use_bias else None
+
+    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None, linear: bool = False,
+             gelu_inputs: bool = False):
+        """``activation(inputs @ kernel + bias)``; ``linear=True`` leaves the activation out;
+        ``gelu_inputs=True`` computes ``gelu(inputs) @ kernel + bias`` (the FFN's second half,
+        with less kept for the backward pass: `albert_tf.modeling.recompute.gelu_dense`)."""
+        inputs = tf.cast(inputs, self.compute_dtype)
+        kernel, bias = self._kernel_and_bias(cast_weights)
+        if gelu_inputs:
+            return gelu_dense(inputs, kernel, bias)
         rank = inputs.shape.rank
         outputs = tf.matmul(inputs, kernel) if rank == 2 else tf.tensordot(inputs, kernel, [[rank - 1], [0]])
         if bias is not None:
             outputs = tf.nn.bias_add(outputs, bias)
-        return self.activation(outputs) if self.activation is not None else outputs
+        return self.activation(outputs) if self.activation is not None and not linear else outputs
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
@@ -251,8 +261,11 @@ class SelfAttention(keras.layers.Layer):
         # Softmax in float32; scale after the matmul, as the original does.
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
         probs = tf.nn.softmax(scores + attention_adder, axis=-1)
-        probs = self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B,S,N,D]
+        if self.probs_dropout.rate == 0.0:  # the same ops, with less kept for the backward pass
+            context = probs_times_values(probs, v)
+        else:
+            context = tf.matmul(self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training), v)
+        context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
         return self.output_dense(context, cast_weights=w.get("dense"))
@@ -304,8 +317,12 @@ class TransformerBlock(keras.layers.Layer):
         attention = self.attention(x, attention_adder, training=training, cast_weights=cast_weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
-        ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
-                              cast_weights=w.get("ffn_output"))
+        if self.intermediate.activation is gelu:  # the same ops, with less kept for the backward pass
+            pre_activation = self.intermediate(attention, cast_weights=w.get("intermediate"), linear=True)
+            ffn = self.ffn_output(pre_activation, cast_weights=w.get("ffn_output"), gelu_inputs=True)
+        else:
+            ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
+                                  cast_weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 
