@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.layers import AlbertEmbeddings, TransformerBlock, dense, group_of_layer
+from albert_tf.modeling.layers import AlbertEmbeddings, TransformerBlock, dense, group_of_layer, use_weights
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -95,12 +95,17 @@ class AlbertModel(keras.Model):
 
         encoder_outputs = []
         layers, groups = self.config.num_hidden_layers, self.config.num_hidden_groups
-        # Under a mixed policy each block's weights are cast once here, not in each of its layers.
-        cast_weights = [[block.cast_weights() for block in group] for group in self.groups]
+        # Each block's weights are read (and under a mixed policy cast) once here, not in each of
+        # its layers; use_weights chains their uses so the backward pass sums their gradients
+        # as it goes.
+        pairs = [[block.cast_weights() for block in group] for group in self.groups]
+        uses_left = [sum(group_of_layer(l, layers, groups) == g for l in range(layers)) for g in range(groups)]
         for layer_index in range(layers):
             group = group_of_layer(layer_index, layers, groups)
-            for block, weights in zip(self.groups[group], cast_weights[group]):
-                x = block(x, attention_adder, training=training, cast_weights=weights)
+            uses_left[group] -= 1
+            for inner, block in enumerate(self.groups[group]):
+                weights, pairs[group][inner] = use_weights(pairs[group][inner], last=uses_left[group] == 0)
+                x = block(x, attention_adder, training=training, weights=weights)
                 encoder_outputs.append(x)
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
         return {

@@ -50,15 +50,15 @@ def dense(units: int, initializer_range: float, name: str, activation: Optional[
                        use_bias=use_bias, kernel_initializer=initializer(initializer_range), name=name, **kwargs)
 
 
-# One weight for a call: (float32 value, the same cast to the compute dtype) — see SharedDense.
+# One weight for a forward pass: (float32 value, the same in the compute dtype) — see SharedDense.
 CastWeight = tuple[tf.Tensor, tf.Tensor]
 
 
 @tf.custom_gradient
-def _reuse_cast(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
-    """`cast` (`master` cast once per forward pass) as one call's weight.  Its gradient goes
-    to `master` as a float32 cast of this call's gradient, exactly what a per-call cast
-    gives: the calls' gradients still add up in float32, not in 16 bits."""
+def _last_use(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
+    """`cast` (`master` cast once per forward pass) as one call's weight, the weight's last
+    use in the pass.  Its gradient goes to `master` as a float32 cast of this call's
+    gradient, exactly what a per-call cast gives."""
 
     def backward(d_cast):
         return tf.cast(d_cast, master.dtype), None
@@ -66,13 +66,45 @@ def _reuse_cast(master: tf.Tensor, cast: tf.Tensor) -> tf.Tensor:
     return tf.identity(cast), backward
 
 
+@tf.custom_gradient
+def _use_and_pass_on(master: tf.Tensor, cast: tf.Tensor):
+    """(`cast` as one call's weight, `master` for the weight's next use).  The gradient of
+    `master` is the next uses' gradient plus this call's, cast to float32: the backward pass
+    keeps a running float32 sum per weight instead of every layer's gradient of it until one
+    sum at the end (for ALBERT-base 28 MB per layer, at the end of the backward pass)."""
+
+    def backward(d_cast, d_next):
+        # Snapshot (no copy: its input has no other use) stops grappler from folding the chain
+        # of additions back into one AddN of all layers' gradients.
+        return tf.raw_ops.Snapshot(input=d_next) + tf.cast(d_cast, master.dtype), None
+
+    return (tf.identity(cast), tf.identity(master)), backward
+
+
+def use_weights(pairs: Optional[dict], last: bool) -> tuple[Optional[dict], Optional[dict]]:
+    """One call's weights from a block's ``{layer name: (CastWeight, ...)}`` (what
+    `TransformerBlock.cast_weights()` returns), and the pairs for the next call; ``last``:
+    no call follows in this forward pass."""
+    if pairs is None:
+        return None, None
+    weights, following = {}, {}
+    for name, layer_pairs in pairs.items():
+        if last:
+            weights[name] = tuple(_last_use(master, cast) for master, cast in layer_pairs)
+        else:
+            uses = [_use_and_pass_on(master, cast) for master, cast in layer_pairs]
+            weights[name] = tuple(weight for weight, _ in uses)
+            following[name] = tuple((master, cast) for (_, master), (_, cast) in zip(uses, layer_pairs))
+    return weights, (None if last else following)
+
+
 class SharedDense(keras.layers.Dense):
     """The dense layers of a transformer block, which every layer of its ALBERT group runs.
 
     Under a mixed policy, Keras casts a kernel to 16 bits at every call: 12 casts per
     weight and 12 live 16-bit copies (170 MB for ALBERT-base) per step.  `cast_weights()`
-    casts kernel and bias once per forward pass, and `call(x, cast_weights=...)` uses
-    that copy.  Under float32 it is a plain Dense.
+    reads and casts kernel and bias once per forward pass; `use_weights` hands each call
+    its weights, and `call(x, weights=...)` uses them.  Without them it reads its own.
     """
 
     def add_weight(self, *args, **kwargs):
@@ -80,29 +112,24 @@ class SharedDense(keras.layers.Dense):
         return super().add_weight(*args, **kwargs)
 
     def cast_weights(self) -> Optional[tuple[CastWeight, ...]]:
-        """(kernel[, bias]) as (float32, compute dtype) pairs; None under float32 or before build."""
-        if not self.built or self.compute_dtype == self.variable_dtype:
+        """(kernel[, bias]) as (float32, compute dtype) pairs (the same tensor twice under
+        float32); None before build."""
+        if not self.built:
             return None
         weights = [self.kernel] + ([self.bias] if self.use_bias else [])
         return tuple((master, tf.cast(master, self.compute_dtype))
                      for master in (tf.convert_to_tensor(w) for w in weights))
 
-    def _kernel_and_bias(self, cast_weights: Optional[tuple[CastWeight, ...]]):
-        """This call's kernel and bias (None without one): the float32 variables' values, or
-        their copies cast once per forward pass."""
-        if cast_weights is None:
-            cast_weights = self.cast_weights()
-        if cast_weights is None:  # float32: the weights as they are
-            return tf.convert_to_tensor(self.kernel), tf.convert_to_tensor(self.bias) if self.use_bias else None
-        return _reuse_cast(*cast_weights[0]), _reuse_cast(*cast_weights[1]) if self.use_bias else None
-
-    def call(self, inputs, cast_weights: Optional[tuple[CastWeight, ...]] = None, linear: bool = False,
+    def call(self, inputs, weights: Optional[tuple[tf.Tensor, ...]] = None, linear: bool = False,
              gelu_inputs: bool = False):
-        """``activation(inputs @ kernel + bias)``; ``linear=True`` leaves the activation out;
-        ``gelu_inputs=True`` computes ``gelu(inputs) @ kernel + bias`` (the FFN's second half,
-        with less kept for the backward pass: `albert_tf.modeling.recompute.gelu_dense`)."""
+        """``activation(inputs @ kernel + bias)`` with this call's (kernel[, bias]) in the compute
+        dtype; ``linear=True`` leaves the activation out; ``gelu_inputs=True`` computes
+        ``gelu(inputs) @ kernel + bias`` (the FFN's second half, with less kept for the
+        backward pass: `albert_tf.modeling.recompute.gelu_dense`)."""
         inputs = tf.cast(inputs, self.compute_dtype)
-        kernel, bias = self._kernel_and_bias(cast_weights)
+        if weights is None:
+            weights = tuple(_last_use(master, cast) for master, cast in self.cast_weights())
+        kernel, bias = weights[0], weights[1] if self.use_bias else None
         if gelu_inputs:
             return gelu_dense(inputs, kernel, bias)
         rank = inputs.shape.rank
@@ -249,11 +276,11 @@ class SelfAttention(keras.layers.Layer):
     def dense_layers(self) -> dict[str, SharedDense]:
         return {"query": self.query, "key": self.key, "value": self.value, "dense": self.output_dense}
 
-    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
-        w = cast_weights or {}
-        q = self._split_heads(self.query(x, cast_weights=w.get("query")))
-        k = self._split_heads(self.key(x, cast_weights=w.get("key")))
-        v = self._split_heads(self.value(x, cast_weights=w.get("value")))
+    def call(self, x, attention_adder, training=None, weights: Optional[dict] = None):
+        w = weights or {}
+        q = self._split_heads(self.query(x, weights=w.get("query")))
+        k = self._split_heads(self.key(x, weights=w.get("key")))
+        v = self._split_heads(self.value(x, weights=w.get("value")))
         # Batched matmuls on [B,N,S,D] rather than einsum: same products, and TensorFlow's
         # einsum transposes internally anyway (benchmarks/attention_layout.py: 1.01-1.09x in
         # float32, 2.8x in emulated bf16 on an AVX2 CPU).
@@ -268,7 +295,7 @@ class SelfAttention(keras.layers.Layer):
         context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         context = tf.reshape(context, [batch, seq, self.num_heads * self.head_size])
-        return self.output_dense(context, cast_weights=w.get("dense"))
+        return self.output_dense(context, weights=w.get("dense"))
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -306,23 +333,24 @@ class TransformerBlock(keras.layers.Layer):
                 "initializer_range": self.initializer_range}
 
     def cast_weights(self) -> Optional[dict]:
-        """The block's dense weights cast to the compute dtype, to hand to every call of one
-        forward pass (`call(..., cast_weights=...)`); None under float32 or before build."""
+        """The block's dense weights as `SharedDense.cast_weights()` pairs, read once per forward
+        pass, for `use_weights` to hand to each call; None before build."""
         layers = {**self.attention.dense_layers(), "intermediate": self.intermediate, "ffn_output": self.ffn_output}
         casts = {name: layer.cast_weights() for name, layer in layers.items()}
         return None if any(c is None for c in casts.values()) else casts
 
-    def call(self, x, attention_adder, training=None, cast_weights: Optional[dict] = None):
-        w = cast_weights or {}
-        attention = self.attention(x, attention_adder, training=training, cast_weights=cast_weights)
+    def call(self, x, attention_adder, training=None, weights: Optional[dict] = None):
+        """``weights``: this call's, from `use_weights` (else every dense layer reads its own)."""
+        w = weights or {}
+        attention = self.attention(x, attention_adder, training=training, weights=weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
         if self.intermediate.activation is gelu:  # the same ops, with less kept for the backward pass
-            pre_activation = self.intermediate(attention, cast_weights=w.get("intermediate"), linear=True)
-            ffn = self.ffn_output(pre_activation, cast_weights=w.get("ffn_output"), gelu_inputs=True)
+            pre_activation = self.intermediate(attention, weights=w.get("intermediate"), linear=True)
+            ffn = self.ffn_output(pre_activation, weights=w.get("ffn_output"), gelu_inputs=True)
         else:
-            ffn = self.ffn_output(self.intermediate(attention, cast_weights=w.get("intermediate")),
-                                  cast_weights=w.get("ffn_output"))
+            ffn = self.ffn_output(self.intermediate(attention, weights=w.get("intermediate")),
+                                  weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 

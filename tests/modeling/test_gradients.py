@@ -74,8 +74,9 @@ def bf16_policy():
 
 
 def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy):
-    """Two calls sharing one bf16 copy of the weights give Keras Dense's outputs and float32
-    gradients (which casts at each call and adds the calls' gradients in float32), bit for bit."""
+    """Two calls sharing one bf16 copy of the weights (their uses chained by use_weights) give
+    Keras Dense's outputs and float32 gradients (which casts at each call and adds the calls'
+    gradients in float32), bit for bit."""
     from albert_tf.keras import keras
 
     reference = keras.layers.Dense(8, activation=get_activation("gelu"), kernel_initializer=layers.initializer(0.02))
@@ -88,8 +89,12 @@ def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy)
 
     def run(layer, once):
         with tf.GradientTape() as tape:
-            casts = layer.cast_weights() if once else None
-            y = layer(layer(x, cast_weights=casts), cast_weights=casts) if once else layer(layer(x))
+            if once:  # the two uses chained as the encoder chains a group's layers
+                first, following = layers.use_weights({"d": layer.cast_weights()}, last=False)
+                second, _ = layers.use_weights(following, last=True)
+                y = layer(layer(x, weights=first["d"]), weights=second["d"])
+            else:
+                y = layer(layer(x))
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(8, dtype=tf.float32))
         return y, tape.gradient(loss, [layer.kernel, layer.bias])
 

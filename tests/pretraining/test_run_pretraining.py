@@ -89,7 +89,9 @@ def test_resume_after_sigkill_is_exact(data, tmp_path):
     command = _python("run_pretraining.py", *_pretrain_flags(data, killed, steps))
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
-    while not os.path.exists(os.path.join(killed, "model.ckpt-50.index")) and time.time() < deadline:
+    # Killed once the checkpoint state names step 50 (what a restart resumes from; its index
+    # file alone appears before the state is written, and a kill in between restarts from 0).
+    while not (tf.train.latest_checkpoint(killed) or "").endswith("model.ckpt-50") and time.time() < deadline:
         assert process.poll() is None, "training ended before it could be killed"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
