@@ -202,6 +202,16 @@ def build_trainer(args, tmp: str):
     return Trainer(task, strategy, optimizer_fn, train_config), policy
 
 
+def add_step_flags(parser: argparse.ArgumentParser) -> None:
+    """The workload flags of the scripts that run ``build_trainer``'s step outside this one's
+    driver (``profile_step.py``, ``step_memory.py``): threads, batch, sequence, predictions, seed."""
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--max_predictions", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=12345)
+
+
 def train_more(trainer, steps: int) -> float:
     """Runs `steps` more steps in one loop; returns seconds per step (Trainer-measured)."""
     trainer.config.num_train_steps = int(trainer.global_step.numpy()) + steps

@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import XLA_SETTINGS, build_trainer, cpu_info, isa_note, train_more  # noqa: E402
+from pretraining_step import XLA_SETTINGS, add_step_flags, build_trainer, cpu_info, isa_note, train_more  # noqa: E402
 
 # "<node name>:<OpType>" as the executor names its spans (not "Class::method" spans).
 _OP_SPAN = re.compile(r"^(?P<node>[^:]+(?::[^:]+)*?):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -233,11 +233,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="profiled steps (after one warm-up step)")
     parser.add_argument("--counts_only", action="store_true", help="op counts only, no profiled steps")
     parser.add_argument("--top", type=int, default=25, help="rows of each table")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--max_predictions", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=12345)
+    add_step_flags(parser)
     args = parser.parse_args()
     if args.steps < 1:
         parser.error("--steps must be >= 1")

@@ -31,7 +31,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import build_trainer, cpu_info, isa_note, rss_mb, train_more  # noqa: E402
+from pretraining_step import add_step_flags, build_trainer, cpu_info, isa_note, rss_mb, train_more  # noqa: E402
 
 MIB = 2**20
 
@@ -102,11 +102,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="measured steps (after one warm-up step)")
     parser.add_argument("--at_peak", action="store_true", help="profile one more step: what is alive at its peak")
     parser.add_argument("--top", type=int, default=20, help="rows of the --at_peak table")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--max_predictions", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=12345)
+    add_step_flags(parser)
     args = parser.parse_args()
     if args.steps < 1:
         parser.error("--steps must be >= 1")
