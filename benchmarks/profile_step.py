@@ -166,8 +166,8 @@ def print_volumes(volumes: dict, top: int) -> None:
         f"{k} {n} ({e / 1e6:.1f} M)" for k, (n, e) in sorted(volumes["casts"].items(), key=lambda kv: -kv[1][1])))
 
 
-def profile_op_times(logdir: str) -> dict[str, tuple[int, float]]:
-    """{op type: (executions, own seconds)} from the profiler's XSpace under `logdir`."""
+def load_xspace(logdir: str):
+    """The XSpace that ``tf.profiler.experimental`` last wrote under `logdir`."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
@@ -176,6 +176,12 @@ def profile_op_times(logdir: str) -> dict[str, tuple[int, float]]:
     space = xplane_pb2.XSpace()
     with open(paths[-1], "rb") as f:
         space.ParseFromString(f.read())
+    return space
+
+
+def profile_op_times(logdir: str) -> dict[str, tuple[int, float]]:
+    """{op type: (executions, own seconds)} from the profiler's XSpace under `logdir`."""
+    space = load_xspace(logdir)
     totals: dict[str, list] = collections.defaultdict(lambda: [0, 0])
     for plane in space.planes:
         names = {key: meta.name for key, meta in plane.event_metadata.items()}

@@ -25,27 +25,20 @@ quiet_startup()
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
-import glob  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pretraining_step import add_step_flags, build_trainer, cpu_info, isa_note, rss_mb, train_more  # noqa: E402
+from profile_step import load_xspace  # noqa: E402
 
 MIB = 2**20
 
 
 def memory_events(logdir: str) -> list[tuple[int, bool, dict]]:
     """(time in ps, is allocation, stats) of every allocator event in the profile under `logdir`."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    paths = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))
-    if not paths:
-        raise RuntimeError(f"the profiler wrote no .xplane.pb under {logdir}")
-    space = xplane_pb2.XSpace()
-    with open(paths[-1], "rb") as f:
-        space.ParseFromString(f.read())
+    space = load_xspace(logdir)
     events = []
     for plane in space.planes:
         names = {key: meta.name for key, meta in plane.event_metadata.items()}

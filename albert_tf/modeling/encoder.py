@@ -99,12 +99,12 @@ class AlbertModel(keras.Model):
         # its layers; use_weights chains their uses so the backward pass sums their gradients
         # as it goes.
         pairs = [[block.cast_weights() for block in group] for group in self.groups]
-        uses_left = [sum(group_of_layer(l, layers, groups) == g for l in range(layers)) for g in range(groups)]
+        last_layer_of_group = {group_of_layer(l, layers, groups): l for l in range(layers)}
         for layer_index in range(layers):
             group = group_of_layer(layer_index, layers, groups)
-            uses_left[group] -= 1
+            last = layer_index == last_layer_of_group[group]
             for inner, block in enumerate(self.groups[group]):
-                weights, pairs[group][inner] = use_weights(pairs[group][inner], last=uses_left[group] == 0)
+                weights, pairs[group][inner] = use_weights(pairs[group][inner], last=last)
                 x = block(x, attention_adder, training=training, weights=weights)
                 encoder_outputs.append(x)
         pooled = tf.cast(self.pooler(x[:, 0]), tf.float32)
