@@ -51,6 +51,19 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     return x * cdf, backward
 
 
+def gelu_forward_only(x: tf.Tensor) -> tf.Tensor:
+    """`gelu` in the form TensorFlow's grappler fuses into the MatMul + BiasAdd before it
+    (oneDNN's fused matmul with a GeluApproximate post-op, where TensorFlow enables oneDNN):
+    ``tf.nn.gelu(approximate=True)``, 0.5·x·(1 + tanh(…)) rather than x·(0.5·(1 + tanh(…))).
+
+    The same function, within a rounding step of `gelu` (the fused kernel computes it in
+    float32 even for bf16 inputs). For passes without a backward pass (``training`` false):
+    its gradient is TensorFlow's derived one, correct but keeping more than `gelu`'s; and
+    `gelu`'s custom gradient would stand between the matmul and the GELU and stop the fusion.
+    """
+    return tf.nn.gelu(x, approximate=True)
+
+
 def gelu_erf(x: tf.Tensor) -> tf.Tensor:
     """GELU, exact form x·Φ(x) = x·(1 + erf(x/√2))/2: Hugging Face's "gelu". Only
     configs imported from Hugging Face carry it (HF's v1 ALBERT configs name it,

@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.layers import AlbertEmbeddings, TransformerBlock, dense, group_of_layer, use_weights
+from albert_tf.modeling.layers import (AlbertEmbeddings, SharedDense, TransformerBlock, dense, group_of_layer,
+                                       use_weights)
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -63,9 +64,10 @@ class AlbertModel(keras.Model):
         self.embeddings = AlbertEmbeddings(
             config.vocab_size, config.embedding_size, config.type_vocab_size, config.max_position_embeddings,
             init_range, config.hidden_dropout_prob, use_one_hot_embeddings, name="embeddings")
-        # The original creates this projection only when E != H.
+        # The original creates this projection only when E != H.  SharedDense for its 2-D matmul
+        # with the bias (which TensorFlow fuses); Keras' Dense reshapes between them.
         self.embedding_hidden_mapping_in = (
-            dense(config.hidden_size, init_range, "embedding_hidden_mapping_in")
+            dense(config.hidden_size, init_range, "embedding_hidden_mapping_in", layer_class=SharedDense)
             if config.embedding_size != config.hidden_size else None)
         # groups[g][i]: inner block i of group g; shared by all layers using group g.
         self.groups = [

@@ -22,7 +22,7 @@ from typing import Optional
 import tensorflow as tf
 
 from albert_tf.keras import keras
-from albert_tf.modeling.activations import gelu, get_activation
+from albert_tf.modeling.activations import gelu, gelu_forward_only, get_activation
 from albert_tf.modeling.dropout import StatelessDropout
 from albert_tf.modeling.recompute import gelu_dense, probs_times_values
 
@@ -99,7 +99,8 @@ def use_weights(pairs: Optional[dict], last: bool) -> tuple[Optional[dict], Opti
 
 
 class SharedDense(keras.layers.Dense):
-    """The dense layers of a transformer block, which every layer of its ALBERT group runs.
+    """The dense layers of a transformer block, which every layer of its ALBERT group runs
+    (and the embedding projection: one 2-D matmul with its bias, which TensorFlow fuses).
 
     Under a mixed policy, Keras casts a kernel to 16 bits at every call: 12 casts per
     weight and 12 live 16-bit copies (170 MB for ALBERT-base) per step.  `cast_weights()`
@@ -121,22 +122,32 @@ class SharedDense(keras.layers.Dense):
                      for master in (tf.convert_to_tensor(w) for w in weights))
 
     def call(self, inputs, weights: Optional[tuple[tf.Tensor, ...]] = None, linear: bool = False,
-             gelu_inputs: bool = False):
+             gelu_inputs: bool = False, training=None):
         """``activation(inputs @ kernel + bias)`` with this call's (kernel[, bias]) in the compute
         dtype; ``linear=True`` leaves the activation out; ``gelu_inputs=True`` computes
         ``gelu(inputs) @ kernel + bias`` (the FFN's second half, with less kept for the
-        backward pass: `albert_tf.modeling.recompute.gelu_dense`)."""
+        backward pass: `albert_tf.modeling.recompute.gelu_dense`).  Outside training the GELU
+        takes the form TensorFlow fuses into the matmul (`gelu_forward_only`)."""
         inputs = tf.cast(inputs, self.compute_dtype)
         if weights is None:
             weights = tuple(_last_use(master, cast) for master, cast in self.cast_weights())
         kernel, bias = weights[0], weights[1] if self.use_bias else None
         if gelu_inputs:
             return gelu_dense(inputs, kernel, bias)
-        rank = inputs.shape.rank
-        outputs = tf.matmul(inputs, kernel) if rank == 2 else tf.tensordot(inputs, kernel, [[rank - 1], [0]])
+        # One 2-D matmul with the bias and activation applied before reshaping back: grappler
+        # fuses MatMul + BiasAdd (+ activation) only when each consumes the one before directly.
+        outputs = tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]) if inputs.shape.rank != 2 else inputs,
+                            kernel)
         if bias is not None:
             outputs = tf.nn.bias_add(outputs, bias)
-        return self.activation(outputs) if self.activation is not None and not linear else outputs
+        activation = None if linear else self.activation
+        if activation is gelu and not training:
+            activation = gelu_forward_only
+        if activation is not None:
+            outputs = activation(outputs)
+        if inputs.shape.rank != 2:
+            outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0))
+        return outputs
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
@@ -345,12 +356,12 @@ class TransformerBlock(keras.layers.Layer):
         attention = self.attention(x, attention_adder, training=training, weights=weights)
         attention = self.attention_dropout(attention, training=training)
         attention = self.attention_layer_norm(tf.cast(x, tf.float32) + tf.cast(attention, tf.float32))
-        if self.intermediate.activation is gelu:  # the same ops, with less kept for the backward pass
+        if self.intermediate.activation is gelu and training:  # the same ops, less kept for the backward pass
             pre_activation = self.intermediate(attention, weights=w.get("intermediate"), linear=True)
             ffn = self.ffn_output(pre_activation, weights=w.get("ffn_output"), gelu_inputs=True)
         else:
-            ffn = self.ffn_output(self.intermediate(attention, weights=w.get("intermediate")),
-                                  weights=w.get("ffn_output"))
+            hidden = self.intermediate(attention, weights=w.get("intermediate"), training=training)
+            ffn = self.ffn_output(hidden, weights=w.get("ffn_output"))
         ffn = self.ffn_dropout(ffn, training=training)
         return self.output_layer_norm(tf.cast(ffn, tf.float32) + attention)
 

@@ -61,9 +61,9 @@ def gelu_dense(pre: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None) -> tf.
         pre, kernel = args[0], args[1]
         width, units = tf.shape(pre)[-1], tf.shape(kernel)[-1]
         outputs = tf.matmul(tf.reshape(pre * gelu_cdf(pre), [-1, width]), kernel)
-        outputs = tf.reshape(outputs, tf.concat([tf.shape(pre)[:-1], [units]], 0))
-        if len(args) == 3:
+        if len(args) == 3:  # on the 2-D product: grappler fuses MatMul + BiasAdd
             outputs = tf.nn.bias_add(outputs, args[2])
+        outputs = tf.reshape(outputs, tf.concat([tf.shape(pre)[:-1], [units]], 0))
 
         def backward(d_outputs):
             with tf.control_dependencies([d_outputs]):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.modeling.activations import get_activation
+from albert_tf.modeling.activations import gelu_forward_only, get_activation
 
 # Wide enough that the names differ by far more than test tolerances (relu(-1) = 0,
 # gelu(-1) = -0.159, tanh(3) = 0.995, linear(3) = 3).
@@ -31,6 +31,11 @@ def test_activation_table(name):
     assert upper is function
 
 
+def test_gelu_forward_only_is_the_same_function():
+    np.testing.assert_allclose(gelu_forward_only(tf.constant(X)).numpy(), NUMPY["gelu"](X.astype(np.float64)),
+                               rtol=0, atol=1e-6)
+
+
 def test_linear_and_empty_mean_no_activation():
     assert get_activation("linear") is None and get_activation("") is None and get_activation(None) is None
 
@@ -46,5 +51,6 @@ def test_hidden_act_reaches_the_ffn_and_mlm_transform(name):
     for layer in (model.encoder.groups[0][0].intermediate, model.masked_lm.transform):
         kernel, bias = (w.numpy() for w in layer.weights)
         pre = x.astype(np.float64) @ kernel + bias
-        np.testing.assert_allclose(layer(tf.constant(x)).numpy(), NUMPY[name](pre), rtol=0, atol=1e-5,
-                                   err_msg=layer.name)
+        for training in (False, True):  # the FFN's GELU has a forward-only form
+            np.testing.assert_allclose(layer(tf.constant(x), training=training).numpy(), NUMPY[name](pre), rtol=0,
+                                       atol=1e-5, err_msg=f"{layer.name} training={training}")

@@ -92,7 +92,8 @@ def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy)
             if once:  # the two uses chained as the encoder chains a group's layers
                 first, following = layers.use_weights({"d": layer.cast_weights()}, last=False)
                 second, _ = layers.use_weights(following, last=True)
-                y = layer(layer(x, weights=first["d"]), weights=second["d"])
+                # training=True: outside training the GELU takes its forward-only form
+                y = layer(layer(x, weights=first["d"], training=True), weights=second["d"], training=True)
             else:
                 y = layer(layer(x))
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.range(8, dtype=tf.float32))

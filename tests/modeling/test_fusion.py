@@ -1,0 +1,61 @@
+"""The encoder's forward pass is built so that TensorFlow fuses its dense layers: each dense
+layer's MatMul + BiasAdd, and outside training the FFN's GELU too (oneDNN's fused matmul).
+Checked on the ops that actually run (the profiler's record of the executed graph), with
+oneDNN switched on (TF_ENABLE_ONEDNN_OPTS=1), in a fresh process."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PROGRAM = textwrap.dedent("""
+    import glob, json, os, sys, tempfile
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from albert_tf import AlbertConfig, AlbertModel
+
+    config = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=4, intermediate_size=64)
+    model = AlbertModel(config)
+    inputs = model.dummy_inputs(2, 8)
+    result = {}
+    for training in (False, True):
+        forward = tf.function(lambda inputs: model(inputs, training=training)["sequence_output"])
+        forward(inputs)
+        with tempfile.TemporaryDirectory() as logdir:
+            tf.profiler.experimental.start(logdir)
+            forward(inputs)
+            tf.profiler.experimental.stop()
+            space = xplane_pb2.XSpace()
+            path = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))[-1]
+            with open(path, "rb") as f:
+                space.ParseFromString(f.read())
+        # The executor names an op's span "<node name>:<op type>".
+        types = {meta.name.rsplit(":", 1)[1] for plane in space.planes
+                 for meta in plane.event_metadata.values() if ":" in meta.name and "/" in meta.name}
+        result[str(training)] = sorted(types)
+    print(json.dumps(result))
+""")
+
+
+@pytest.fixture(scope="module")
+def executed_op_types():
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {k: set(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
+
+
+def test_dense_layers_run_as_fused_matmuls(executed_op_types):
+    for training, types in executed_op_types.items():
+        assert any("FusedMatMul" in t for t in types), (training, types)
+        assert "BiasAdd" not in types, (training, types)
+
+
+def test_gelu_fused_into_the_matmul_outside_training(executed_op_types):
+    assert "Tanh" not in executed_op_types["False"], executed_op_types["False"]
+    # In training the GELU input is kept for the backward pass, so it runs on its own.
+    assert "Tanh" in executed_op_types["True"], executed_op_types["True"]
