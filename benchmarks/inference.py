@@ -103,8 +103,29 @@ def run_ours(args) -> dict:
             signature(**inputs)["pooled_output"].numpy()
 
     result = time_calls(call, args)
+    if args.profile:
+        result["op_times"] = profile_calls(call, args.profile)
     return {**result, "impl": "ours", "way": args.way, "precision": args.precision, "policy": policy,
             "versions": {"tensorflow": tf.__version__}}
+
+
+def profile_calls(call, calls: int) -> dict:
+    """{op type: (runs, own seconds)} of `calls` calls under TensorFlow's profiler (profile_step.py's
+    per-op-type own time), after the timed calls."""
+    import tensorflow as tf
+
+    from profile_step import profile_op_times
+
+    with tempfile.TemporaryDirectory(prefix="albert_bench_profile_") as logdir:
+        tf.profiler.experimental.start(logdir)
+        try:
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            seconds = (time.perf_counter() - start) / calls
+        finally:
+            tf.profiler.experimental.stop()
+        return {"seconds_per_call": seconds, "times": profile_op_times(logdir)}
 
 
 def run_hf(args) -> dict:
@@ -143,7 +164,7 @@ def run_config(args, impl: str, way: str, precision: str, tmp: str, round_index:
     result_path = os.path.join(tmp, f"{impl}-{way}-{precision}-{round_index}.json")
     command = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--way", way, "--precision", precision,
                "--result", result_path, "--spm_model_file", args.spm_model_file]
-    for name in ("steps", "warmup", "batch_size", "seq_length", "threads", "seed"):
+    for name in ("steps", "warmup", "batch_size", "seq_length", "threads", "seed", "profile"):
         command += [f"--{name}", str(getattr(args, name))]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -155,6 +176,12 @@ def run_config(args, impl: str, way: str, precision: str, tmp: str, round_index:
     result["round"] = round_index
     print(f"  {args.batch_size / result['seconds']:.2f} ex/s ({result['seconds']:.3f} s/batch, "
           f"{result['cores_busy']:.2f} cores, peak RSS {result['peak_rss_mb']:.0f} MiB)", flush=True)
+    if "op_times" in result:
+        from profile_step import print_times
+
+        profile = result.pop("op_times")
+        print_times({k: tuple(v) for k, v in profile["times"].items()}, args.profile,
+                    profile["seconds_per_call"], top=15, unit="call")
     return result
 
 
@@ -195,6 +222,8 @@ def main() -> None:
     parser.add_argument("--spm_model_file", default=DEFAULT_SPM,
                         help="SentencePiece model with 30000 pieces, stored in the exported SavedModel")
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--profile", type=int, default=0,
+                        help="ours: after timing, profile this many calls and print per-op-type time")
     parser.add_argument("--worker", choices=("ours", "hf"), help=argparse.SUPPRESS)
     parser.add_argument("--way", default="api", help=argparse.SUPPRESS)
     parser.add_argument("--precision", choices=PRECISIONS, help=argparse.SUPPRESS)

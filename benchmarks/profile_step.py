@@ -218,11 +218,12 @@ def print_counts(counts: collections.Counter, top: int) -> None:
         print(f"  {kind:<32} {n:>6}")
 
 
-def print_times(times: dict[str, tuple[int, float]], steps: int, seconds_per_step: float, top: int) -> None:
+def print_times(times: dict[str, tuple[int, float]], steps: int, seconds_per_step: float, top: int,
+                unit: str = "step") -> None:
     total = sum(t for _, t in times.values())
-    print(f"\nper-op-type own time, {steps} profiled step(s) ({seconds_per_step:.2f} s/step while profiling; "
-          f"op time {total / steps:.2f} s/step):")
-    print(f"  {'op type':<32} {'runs/step':>9} {'s/step':>8} {'share':>6}")
+    print(f"\nper-op-type own time, {steps} profiled {unit}(s) ({seconds_per_step:.2f} s/{unit} while profiling; "
+          f"op time {total / steps:.2f} s/{unit}):")
+    print(f"  {'op type':<32} {'runs/' + unit:>9} {'s/' + unit:>8} {'share':>6}")
     groups = collections.Counter()
     for kind, (count, seconds) in sorted(times.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"  {kind:<32} {count / steps:>9.0f} {seconds / steps:>8.3f} {100 * seconds / total:>5.1f}%")

@@ -1,0 +1,195 @@
+"""What this CPU's matmuls can do: GFLOP/s of the ALBERT-base encoder's own dense matmul shapes in
+TensorFlow (oneDNN where TF enables it) and in PyTorch, float32 and bf16, and the fastest training
+step and inference batch those rates allow.
+
+Issue 12's speed targets are ratios against HuggingFace (training >= 2x, inference >= 1.7x, bf16). A
+ratio is bounded by the hardware: if HF already runs near the CPU's matmul rate, no implementation can
+be 2x faster. This script measures that bound instead of estimating it from FLOP per cycle.
+
+Shapes (tokens T = batch x sequence): [T, 768] x [768, 768] (Q, K, V, attention output: 4 per layer),
+[T, 768] x [768, 3072] and [T, 3072] x [768] (the FFN, 1 each per layer); the per-layer mix weights
+them by their FLOPs.  A training step does each forward matmul three times (forward, two gradients);
+the two gradient matmuls have transposed operands, timed here too (``x^T dy``, ``dy W^T``).
+Attention's batched score/context matmuls (3% of the FLOPs) and everything elementwise are left out,
+so the ceilings are optimistic: a real step is slower.
+
+  .venv/bin/python benchmarks/matmul_ceiling.py                   # TF and torch, fp32 and bf16
+  .venv/bin/python benchmarks/matmul_ceiling.py --frameworks tf --precisions bf16
+Each framework runs in its own process (their thread pools would compete).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pretraining_step import comma_list, print_machine, step_gflop  # noqa: E402
+
+HIDDEN, INTERMEDIATE, LAYERS = 768, 3072, 12
+# (name, m-operand rows are tokens, k, n, uses per layer)
+DENSE = (("attention HxH", HIDDEN, HIDDEN, 4), ("FFN in HxI", HIDDEN, INTERMEDIATE, 1),
+         ("FFN out IxH", INTERMEDIATE, HIDDEN, 1))
+# Forward y = x W; backward dx = dy W^T and dW = x^T dy (as a training step computes them).
+PASSES = ("forward", "dx", "dW")
+
+
+def operand_shapes(tokens: int, k: int, n: int, which: str) -> tuple[tuple, tuple, bool, bool]:
+    """(a shape, b shape, transpose_a, transpose_b) of one matmul of a dense layer x[T,k] W[k,n]."""
+    if which == "forward":
+        return (tokens, k), (k, n), False, False
+    if which == "dx":  # dy[T,n] W^T -> [T,k]
+        return (tokens, n), (k, n), False, True
+    return (tokens, k), (tokens, n), True, False  # x^T dy -> [k,n]
+
+
+def time_tf(args, precision: str, tokens: int) -> dict:
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    dtype = tf.bfloat16 if precision == "bf16" else tf.float32
+    rates = {}
+    for name, k, n, _ in DENSE:
+        for which in PASSES:
+            a_shape, b_shape, ta, tb = operand_shapes(tokens, k, n, which)
+            a = tf.cast(tf.random.stateless_normal(a_shape, [1, 2]), dtype)
+            b = tf.cast(tf.random.stateless_normal(b_shape, [3, 4]), dtype)
+            # A graph function, so TF's oneDNN rewrite (_MklMatMul) applies as in the training step.
+            matmul = tf.function(lambda a, b, ta=ta, tb=tb: tf.linalg.matmul(a, b, transpose_a=ta, transpose_b=tb))
+            # A tf.function call on the CPU returns when its outputs are computed: no copy-out timed.
+            rates[f"{name} {which}"] = _rate(lambda: matmul(a, b), 2 * tokens * k * n, args)
+    return rates
+
+
+def time_torch(args, precision: str, tokens: int) -> dict:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    generator = torch.Generator().manual_seed(0)
+    rates = {}
+    with torch.inference_mode():
+        for name, k, n, _ in DENSE:
+            for which in PASSES:
+                a_shape, b_shape, ta, tb = operand_shapes(tokens, k, n, which)
+                a = torch.randn(a_shape, generator=generator).to(dtype)
+                b = torch.randn(b_shape, generator=generator).to(dtype)
+                a_op, b_op = (a.t() if ta else a), (b.t() if tb else b)
+                rates[f"{name} {which}"] = _rate(lambda: torch.matmul(a_op, b_op), 2 * tokens * k * n, args)
+    return rates
+
+
+def _rate(call, flop: int, args) -> float:
+    """GFLOP/s of the fastest of --repeats timed calls after --warmup calls: a ceiling is what the
+    hardware does at best; other processes on the machine only ever slow a call down."""
+    for _ in range(args.warmup):
+        call()
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return flop / min(times) / 1e9
+
+
+def layer_rate(rates: dict, passes: tuple[str, ...]) -> float:
+    """GFLOP/s of one layer's dense matmuls in `passes`, each shape weighted by its FLOPs
+    (total FLOP / total time)."""
+    flop = seconds = 0.0
+    for name, k, n, uses in DENSE:
+        for which in passes:
+            flop += uses * k * n
+            seconds += uses * k * n / rates[f"{name} {which}"]
+    return flop / seconds
+
+
+def worker_main(args) -> None:
+    timer = time_tf if args.worker == "tf" else time_torch
+    result = {f"{p} T={t}": timer(args, p, t) for p in args.precision_list for t in (args.train_tokens,
+                                                                                       args.infer_tokens)}
+    tmp = args.result + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(tmp, args.result)
+
+
+def run_worker(args, framework: str, tmp: str) -> dict | None:
+    print(f"== {framework} (load {os.getloadavg()[0]:.1f})", flush=True)
+    result_path = os.path.join(tmp, framework + ".json")
+    command = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--result", result_path,
+               "--precisions", args.precisions]
+    for name in ("threads", "warmup", "repeats", "train_tokens", "infer_tokens"):
+        command += [f"--{name}", str(getattr(args, name))]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    proc = subprocess.run(command, env=env, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        print(f"  FAILED (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        return None
+    with open(result_path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--frameworks", default="tf,torch", help="comma list of tf, torch")
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma list of fp32, bf16")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0: the frameworks' defaults")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--train_tokens", type=int, default=8 * 128,
+                        help="tokens of a training batch (pretraining_step.py: batch 8 x seq 128)")
+    parser.add_argument("--infer_tokens", type=int, default=32 * 128,
+                        help="tokens of an inference batch (inference.py: batch 32 x seq 128)")
+    parser.add_argument("--worker", choices=("tf", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.precision_list = comma_list(parser, "precisions", args.precisions, ("fp32", "bf16"))
+    if args.worker:
+        worker_main(args)
+        return
+    frameworks = comma_list(parser, "frameworks", args.frameworks, ("tf", "torch"))
+    print_machine()
+    with tempfile.TemporaryDirectory(prefix="albert_matmul_") as tmp:
+        results = {fw: run_worker(args, fw, tmp) for fw in frameworks}
+    results = {fw: r for fw, r in results.items() if r}
+
+    print("\nGFLOP/s of the encoder's dense matmuls (fastest of "
+          f"{args.repeats} calls; T = tokens of the batch)")
+    header = f"{'framework':<9} {'prec':<5} {'T':>5} " + " ".join(f"{n + ' ' + w:>22}" for n, *_ in DENSE
+                                                                  for w in PASSES)
+    print(header)
+    print("-" * len(header))
+    for fw, result in results.items():
+        for key, rates in result.items():
+            precision, tokens = key.split(" T=")
+            print(f"{fw:<9} {precision:<5} {tokens:>5} " + " ".join(f"{rates[n + ' ' + w]:>22.0f}"
+                                                                   for n, *_ in DENSE for w in PASSES))
+
+    train_gflop = step_gflop(30000, 128, HIDDEN, LAYERS, INTERMEDIATE, args.train_tokens // 128, 128, 20)
+    # The encoder's forward pass: E->H projection, per layer the dense matmuls and attention's two.
+    infer_gflop = (args.infer_tokens * LAYERS * (2 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * INTERMEDIATE)
+                                                 + 2 * 2 * 128 * HIDDEN) + 2 * args.infer_tokens * 128 * HIDDEN) / 1e9
+    print(f"\nCeilings: every FLOP at the dense-matmul rate above (training step {train_gflop:.1f} GFLOP at "
+          f"batch {args.train_tokens // 128} x 128; inference batch {infer_gflop:.1f} GFLOP at batch "
+          f"{args.infer_tokens // 128} x 128). Real runs are slower: elementwise work, softmax, LayerNorm.")
+    print(f"{'framework':<9} {'prec':<5} {'train GFLOP/s':>13} {'min s/step':>10} {'infer GFLOP/s':>13} "
+          f"{'min s/batch':>11}")
+    for fw, result in results.items():
+        for precision in args.precision_list:
+            train = layer_rate(result[f"{precision} T={args.train_tokens}"], PASSES)
+            infer = layer_rate(result[f"{precision} T={args.infer_tokens}"], ("forward",))
+            print(f"{fw:<9} {precision:<5} {train:>13.0f} {train_gflop / train:>10.2f} {infer:>13.0f} "
+                  f"{infer_gflop / infer:>11.2f}")
+    print("Compare with pretraining_step.py / inference.py on the same machine: a target of k x HF needs "
+          "HF's s/step / k, which must not be below the min s/step of the faster framework.")
+
+
+if __name__ == "__main__":
+    main()
