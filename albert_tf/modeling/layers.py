@@ -136,8 +136,7 @@ class SharedDense(keras.layers.Dense):
             return gelu_dense(inputs, kernel, bias)
         # One 2-D matmul with the bias and activation applied before reshaping back: grappler
         # fuses MatMul + BiasAdd (+ activation) only when each consumes the one before directly.
-        outputs = tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]) if inputs.shape.rank != 2 else inputs,
-                            kernel)
+        outputs = tf.matmul(tf.reshape(inputs, [-1, kernel.shape[0]]) if inputs.shape.rank != 2 else inputs, kernel)
         if bias is not None:
             outputs = tf.nn.bias_add(outputs, bias)
         activation = None if linear else self.activation
