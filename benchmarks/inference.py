@@ -111,8 +111,8 @@ def run_ours(args) -> dict:
 
 
 def profile_calls(call, calls: int) -> dict:
-    """{op type: (runs, own seconds)} of `calls` calls under TensorFlow's profiler (profile_step.py's
-    per-op-type own time), after the timed calls."""
+    """Seconds per call while profiling and {op type: (runs, own seconds)} of `calls` calls under
+    TensorFlow's profiler (profile_step.py's per-op-type own time), after the timed calls."""
     import tensorflow as tf
 
     from profile_step import profile_op_times

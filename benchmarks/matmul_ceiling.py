@@ -28,10 +28,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import comma_list, print_machine, step_gflop  # noqa: E402
+from pretraining_step import comma_list, encoder_forward_flop, print_machine, step_gflop  # noqa: E402
 
-HIDDEN, INTERMEDIATE, LAYERS = 768, 3072, 12
-# (name, m-operand rows are tokens, k, n, uses per layer)
+VOCAB, EMBEDDING, HIDDEN, INTERMEDIATE, LAYERS, SEQ = 30000, 128, 768, 3072, 12, 128
+# (name, k, n, uses per layer) of a dense layer x[T, k] W[k, n]
 DENSE = (("attention HxH", HIDDEN, HIDDEN, 4), ("FFN in HxI", HIDDEN, INTERMEDIATE, 1),
          ("FFN out IxH", INTERMEDIATE, HIDDEN, 1))
 # Forward y = x W; backward dx = dy W^T and dW = x^T dy (as a training step computes them).
@@ -172,13 +172,11 @@ def main() -> None:
             print(f"{fw:<9} {precision:<5} {tokens:>5} " + " ".join(f"{rates[n + ' ' + w]:>22.0f}"
                                                                    for n, *_ in DENSE for w in PASSES))
 
-    train_gflop = step_gflop(30000, 128, HIDDEN, LAYERS, INTERMEDIATE, args.train_tokens // 128, 128, 20)
-    # The encoder's forward pass: E->H projection, per layer the dense matmuls and attention's two.
-    infer_gflop = (args.infer_tokens * LAYERS * (2 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * INTERMEDIATE)
-                                                 + 2 * 2 * 128 * HIDDEN) + 2 * args.infer_tokens * 128 * HIDDEN) / 1e9
+    train_gflop = step_gflop(VOCAB, EMBEDDING, HIDDEN, LAYERS, INTERMEDIATE, args.train_tokens // SEQ, SEQ, 20)
+    infer_gflop = encoder_forward_flop(EMBEDDING, HIDDEN, LAYERS, INTERMEDIATE, args.infer_tokens // SEQ, SEQ) / 1e9
     print(f"\nCeilings: every FLOP at the dense-matmul rate above (training step {train_gflop:.1f} GFLOP at "
-          f"batch {args.train_tokens // 128} x 128; inference batch {infer_gflop:.1f} GFLOP at batch "
-          f"{args.infer_tokens // 128} x 128). Real runs are slower: elementwise work, softmax, LayerNorm.")
+          f"batch {args.train_tokens // SEQ} x {SEQ}; inference batch {infer_gflop:.1f} GFLOP at batch "
+          f"{args.infer_tokens // SEQ} x {SEQ}). Real runs are slower: elementwise work, softmax, LayerNorm.")
     print(f"{'framework':<9} {'prec':<5} {'train GFLOP/s':>13} {'min s/step':>10} {'infer GFLOP/s':>13} "
           f"{'min s/batch':>11}")
     for fw, result in results.items():

@@ -80,17 +80,21 @@ def isa_note(info: dict) -> str:
             "and bf16 targets are not meaningful on this CPU.")
 
 
+def encoder_forward_flop(embedding: int, hidden: int, layers: int, intermediate: int, batch: int, seq: int) -> int:
+    """Matmul FLOP of one encoder forward pass: the E->H projection, and per layer Q/K/V/output
+    (4 H*H), scores and context (2 S*H per token) and the FFN (2 H*I)."""
+    tokens = batch * seq
+    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * 2 * batch * seq * seq * hidden
+    return 2 * tokens * embedding * hidden + layers * per_layer
+
+
 def step_gflop(vocab: int, embedding: int, hidden: int, layers: int, intermediate: int,
                batch: int, seq: int, predictions: int) -> float:
     """Matmul GFLOP of one training step: forward x 3 (backward computes 2 matmuls per
-    forward matmul).  Counts the E->H projection, per layer Q/K/V/output (4 H*H),
-    scores and context (2 S*H per token) and the FFN (2 H*I), the pooler, and the MLM
+    forward matmul).  Counts the encoder (`encoder_forward_flop`), the pooler, and the MLM
     head on the gathered positions (H->E dense, E->V logits).  Elementwise ops,
     softmax and LayerNorm are left out (a few percent)."""
-    tokens = batch * seq
-    forward = 2 * tokens * embedding * hidden
-    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * 2 * batch * seq * seq * hidden
-    forward += layers * per_layer
+    forward = encoder_forward_flop(embedding, hidden, layers, intermediate, batch, seq)
     forward += 2 * batch * hidden * hidden + 2 * batch * hidden * 2  # pooler, SOP
     forward += 2 * batch * predictions * (hidden * embedding + embedding * vocab)
     return 3 * forward / 1e9

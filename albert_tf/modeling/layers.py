@@ -136,7 +136,8 @@ class SharedDense(keras.layers.Dense):
             return gelu_dense(inputs, kernel, bias)
         # One 2-D matmul with the bias and activation applied before reshaping back: grappler
         # fuses MatMul + BiasAdd (+ activation) only when each consumes the one before directly.
-        outputs = tf.matmul(tf.reshape(inputs, [-1, kernel.shape[0]]) if inputs.shape.rank != 2 else inputs, kernel)
+        flatten = inputs.shape.rank != 2
+        outputs = tf.matmul(tf.reshape(inputs, [-1, kernel.shape[0]]) if flatten else inputs, kernel)
         if bias is not None:
             outputs = tf.nn.bias_add(outputs, bias)
         activation = None if linear else self.activation
@@ -144,7 +145,7 @@ class SharedDense(keras.layers.Dense):
             activation = gelu_forward_only
         if activation is not None:
             outputs = activation(outputs)
-        if inputs.shape.rank != 2:
+        if flatten:
             outputs = tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0))
         return outputs
 

@@ -2,7 +2,6 @@
 layer's MatMul + BiasAdd, and outside training the FFN's GELU too (oneDNN's fused matmul).
 Checked on the ops that actually run (the profiler's record of the executed graph), with
 oneDNN switched on (TF_ENABLE_ONEDNN_OPTS=1), in a fresh process."""
-import glob
 import json
 import os
 import subprocess
