@@ -10,6 +10,7 @@ several files, are published by ``albert_tf.weights.files`` on top of this.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 import uuid
@@ -76,3 +77,20 @@ def read_text(path: str | os.PathLike) -> str | None:
         return None
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex SHA-256 of a file's bytes (local or remote), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with _open_binary(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _open_binary(path: str | os.PathLike):
+    if is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(os.fspath(path), "rb")
+    return open(path, "rb")

@@ -11,7 +11,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_features
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_policy import CheckpointEvaluator
-from albert_tf.training.data import make_tfrecord_dataset
+from albert_tf.data.input_pipeline import make_tfrecord_dataset
 from albert_tf.training.loop import Task, Trainer
 from albert_tf.training.results import ResultsLayout
 
@@ -150,7 +150,7 @@ def find_mask_id(input_file: str, max_seq_length: int, max_predictions_per_seq: 
     from absl import logging
 
     from albert_tf.data.online_masking import most_common_replacement
-    from albert_tf.training.data import expand_file_patterns
+    from albert_tf.data.input_pipeline import expand_file_patterns
 
     dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(records).map(
         lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))

@@ -1,6 +1,10 @@
 """The one feature cache: TFRecords built once and reused while their inputs are unchanged.
 
-Used by GLUE, SQuAD (and any task driver): a record file plus a JSON side file
+``CachedSplit`` is the one type every task's cached split has (GLUE, RACE, SQuAD and
+any new task): the record file, its schema and sizes (so datasets, padding rows and
+parsing come from the schema, ``data.datasets``), the record count and the side file.
+
+Used by every fine-tuning task: a record file plus a JSON side file
 written last, both through a temporary name and a rename (``albert_tf.fileio``), so a
 crash leaves the old cache or none, never a half one. The side file holds the cache
 key, the settings it was made from (``settings``) and what the builder reports
@@ -24,19 +28,27 @@ Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
-class CachedRecords:
+class CachedSplit:
+    """The cached records of one split: read them with ``data.datasets``."""
+
     record_file: str
     side_file: str
-    side: dict[str, Any]  # key, settings, and what the builder returned
-    reused: bool
+    schema: RecordSchema
+    sizes: Mapping[str, int]  # the schema's sizes, e.g. {"max_seq_length": 128}
+    side: Mapping[str, Any]  # key, settings, num_records and what the builder returned
+    reused: bool = dataclasses.field(compare=False)  # how it was obtained, not what it is
 
+    @property
+    def num_records(self) -> int:
+        return int(self.side["num_records"])
 
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    def parse(self, serialized):
+        """Serialized record(s) -> {feature: tensor} (int64 as int32)."""
+        return self.schema.parse(serialized, **self.sizes)
+
+    def padding(self) -> dict:
+        """An all-zero record (``is_real_example`` 0): fills a last eval batch."""
+        return self.schema.padding(**self.sizes)
 
 
 def cache_key(schema: RecordSchema, settings: Mapping[str, Any]) -> str:
@@ -51,22 +63,34 @@ def _load_side_file(side_file: str, key: str) -> dict | None:
             side = json.load(f)
     except (OSError, json.JSONDecodeError):
         return None
-    return side if isinstance(side, dict) and side.get("key") == key else None
+    ok = isinstance(side, dict) and side.get("key") == key and isinstance(side.get("num_records"), int)
+    return side if ok else None
 
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
-                   side_file: str | None = None) -> CachedRecords:
+                   side_file: str | None = None, sizes: Mapping[str, int] | None = None) -> CachedSplit:
     """The records at ``record_file`` if its side file says they were made from ``settings``,
-    else ``build`` them (atomically) and write the side file."""
+    else ``build`` them (atomically) and write the side file (with the count of records written).
+
+    ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
     import tensorflow as tf
 
+    if sizes is None:
+        sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
     side = _load_side_file(side_file, key) if os.path.isfile(record_file) else None
     if side is not None:
-        return CachedRecords(record_file, side_file, side, reused=True)
+        return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(record_file)))
+    count = 0
     with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-        info = dict(build(writer.write))
-    side = {"key": key, "settings": dict(settings), **info}
+        def write(record: bytes) -> None:
+            nonlocal count
+            writer.write(record)
+            count += 1
+
+        info = dict(build(write))
+    side = {"key": key, "settings": dict(settings), "num_records": count, **info}
     atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
-    return CachedRecords(record_file, side_file, side, reused=False)
+    return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=False)

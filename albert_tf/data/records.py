@@ -2,13 +2,17 @@
 and its padding rows are built (the pattern of `pretraining_features.FEATURES`).
 
 A row is ``(name, dtype, length)``: dtype ``"int64"`` or ``"float32"``; length a size
-name (``"max_seq_length"``, given when the schema is used), a fixed number, or None
-for a scalar. So a feature's name, type and shape are written once per format and
+name (``"max_seq_length"``, given when the schema is used), a fixed number, a tuple of
+those for a feature of several dimensions (stored flat, as TFRecords hold it: RACE's
+``(4, "max_seq_length")``), or None for a scalar. So a feature's name, type and shape are written once per format and
 the reader, the writer and the eval padding cannot drift apart. Parsed int64
 features become int32 (what the models take, as the original's input_fn did).
 
-The schemas themselves live with their formats (GLUE in ``glue/features.py``, SQuAD in
-``squad/records.py``); each carries a version that enters the feature caches' keys.
+The schemas themselves live with their formats (GLUE in ``glue/features.py``, RACE in
+``race/records.py``, SQuAD in ``squad/records.py``, pretraining in
+``data/pretraining_features.py``); each carries a version that enters the feature caches'
+keys. ``sequence_features``: the features whose last dimension is the sequence (what a
+batch trimmed to its longest row cuts).
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-Length = Union[str, int, None]
+Length = Union[str, int, None, tuple]
+SEQUENCE = "max_seq_length"  # the size name of the sequence dimension
 DTYPES = ("int64", "float32")
 
 
@@ -42,15 +47,22 @@ class RecordSchema:
         """Each feature's shape for the given sizes (``[]`` for a scalar)."""
         shapes = {}
         for name, _, length in self.features:
-            if length is None:
-                shapes[name] = []
-            elif isinstance(length, int):
-                shapes[name] = [length]
-            elif length in sizes:
-                shapes[name] = [int(sizes[length])]
-            else:
-                raise ValueError(f"schema {self.name}: feature {name} needs the size {length!r}")
+            dims = () if length is None else length if isinstance(length, tuple) else (length,)
+            shapes[name] = [self._size(name, dim, sizes) for dim in dims]
         return shapes
+
+    def _size(self, name: str, dim: str | int, sizes: Mapping[str, int]) -> int:
+        if isinstance(dim, int):
+            return dim
+        if dim not in sizes:
+            raise ValueError(f"schema {self.name}: feature {name} needs the size {dim!r}")
+        return int(sizes[dim])
+
+    @property
+    def sequence_features(self) -> tuple[str, ...]:
+        """Features whose last dimension is the sequence (``SEQUENCE``)."""
+        return tuple(name for name, _, length in self.features
+                     if length == SEQUENCE or (isinstance(length, tuple) and length[-1] == SEQUENCE))
 
     def parse_spec(self, **sizes: int) -> dict:
         """``{name: tf.io.FixedLenFeature(shape, dtype)}`` for ``tf.io.parse_*example``."""
@@ -80,7 +92,7 @@ class RecordSchema:
             if name not in values:
                 raise ValueError(f"schema {self.name}: no value for feature {name}")
             flat = np.asarray(values[name]).reshape(-1).tolist()
-            expected = shapes[name][0] if shapes[name] else 1
+            expected = int(np.prod(shapes[name])) if shapes[name] else 1
             if len(flat) != expected:
                 raise ValueError(f"schema {self.name}: feature {name} has {len(flat)} values, expected {expected}")
             if dtype == "int64":

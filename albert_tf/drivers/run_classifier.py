@@ -15,7 +15,8 @@ precision and XLA flags. Examples:
 Writes into --output_dir: model.ckpt-<step> checkpoints, eval_results.txt,
 model.ckpt-best + best_trial.txt, test_results.tsv, submit_results.tsv, TensorBoard
 logs (train: output_dir, eval: output_dir/eval); with --export_dir a SavedModel in
-<export_dir>/<unix time>. The work itself is in albert_tf.glue.runner.
+<export_dir>/<unix time>. The task is albert_tf.glue.task.GlueTask; the work is
+albert_tf.finetuning's runner.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import math
 from absl import flags, logging
 
 from albert_tf.cli import reports_errors, require_flags, run_driver
-from albert_tf.drivers.finetuning import check_max_seq_length, init_checkpoint_from_flags
+from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
@@ -68,65 +69,40 @@ flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on
 REQUIRED = ("data_dir", "task_name", "output_dir", "albert_config_file")
 
 
-def _job_from_flags():
-    import os
-
-    from albert_tf.config import AlbertConfig
-    from albert_tf.glue import features
-    from albert_tf.glue.processors import get_task_spec
-    from albert_tf.glue.runner import GlueJob
-    from albert_tf.tokenization import FullTokenizer
-    from albert_tf.training import create_optimizer, train_config_from_flags
-    from albert_tf.vocab_check import check_tokenizer
+def task_and_job_from_flags():
+    """The GLUE task and the run's job, from the flags (checked)."""
+    from albert_tf.glue.processors import get_processor, get_task_spec
+    from albert_tf.glue.task import GlueTask, features_dir
+    from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
     require_flags(FLAGS, *REQUIRED)
     get_task_spec(FLAGS.task_name)  # an unknown task lists the known ones
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
-    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
-    check_max_seq_length(FLAGS.max_seq_length, config.max_position_embeddings)
-    init_checkpoint = init_checkpoint_from_flags(FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle)
+    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
+    job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
+                         do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
     threshold = FLAGS.threshold_to_export
-    output_dir = os.path.abspath(FLAGS.output_dir)
-    return GlueJob(
-        task_name=FLAGS.task_name,
+    task = GlueTask(
+        processor=get_processor(FLAGS.task_name),
         data_dir=FLAGS.data_dir,
-        output_dir=output_dir,
-        albert_config=config,
+        features_dir=features_dir(job.output_dir, FLAGS.cached_dir),
         tokenizer=FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file),
-        tokenizer_id=features.tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file,
-                                                    FLAGS.do_lower_case),
+        tokenizer_id=tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case),
         max_seq_length=FLAGS.max_seq_length,
-        eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
-        cached_dir=FLAGS.cached_dir,
-        init_checkpoint=init_checkpoint,
-        train=train_config_from_flags(FLAGS, num_train_steps=FLAGS.train_step, output_dir=output_dir),
-        optimizer_fn=lambda: create_optimizer(FLAGS.learning_rate, FLAGS.train_step, FLAGS.warmup_step,
-                                              FLAGS.optimizer),
-        export_dir=FLAGS.export_dir,
         threshold_to_export=None if math.isnan(threshold) else threshold,
     )
+    return task, job
 
 
 @reports_errors
 def main(argv) -> int:
     del argv
-    import dataclasses
-
-    from albert_tf.glue.runner import run_job
-    from albert_tf.training import one_hot_embeddings, strategy_from_flags
-
     logging.set_verbosity(logging.INFO)
-    job = _job_from_flags()
-    strategy = strategy_from_flags(FLAGS)
-    job = dataclasses.replace(job, use_one_hot_embeddings=one_hot_embeddings(strategy))
-    produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
-    for name, value in produced.items():
-        logging.info("%s: %s", name, value)
+    task, job = task_and_job_from_flags()
+    run_and_report(task, job, FLAGS)
     return 0
 
 

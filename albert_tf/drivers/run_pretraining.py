@@ -58,7 +58,7 @@ def main(argv) -> int:
     from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
     from albert_tf.training import (Trainer, create_optimizer, one_hot_embeddings, strategy_from_flags,
                                     train_config_from_flags)
-    from albert_tf.training.data import expand_file_patterns
+    from albert_tf.data.input_pipeline import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
     from albert_tf.weights.files import all_checkpoints
 

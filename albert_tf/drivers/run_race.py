@@ -13,14 +13,15 @@ the cached records (train/eval/predict.tf_record unless --train_file/--eval_file
 --predict_file say where), model.ckpt-<step> checkpoints, eval_results.txt (each
 checkpoint's dev accuracy, overall and per level, and loss), model.ckpt-best +
 best_trial.txt; with --do_predict, predict_results.txt and test_predictions.jsonl for
-the test split. The work itself is in albert_tf.race.runner.
+the test split. The task is albert_tf.race.task.RaceTask; the work is
+albert_tf.finetuning's runner.
 """
 from __future__ import annotations
 
 from absl import flags, logging
 
 from albert_tf.cli import reports_errors, require_flags, run_driver
-from albert_tf.drivers.finetuning import check_max_seq_length, init_checkpoint_from_flags
+from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
 from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
 
@@ -67,63 +68,47 @@ flags.DEFINE_alias("keep_checkpoint_max", "num_keep_checkpoint")
 REQUIRED = ("data_dir", "spm_model_file", "albert_config_file", "output_dir")
 
 
-def _job_from_flags():
+def task_and_job_from_flags():
+    """The RACE task and the run's job, from the flags (checked)."""
     import os
 
-    from albert_tf.config import AlbertConfig
-    from albert_tf.glue.features import tokenizer_fingerprint
-    from albert_tf.race.runner import RaceJob
-    from albert_tf.tokenization import FullTokenizer
-    from albert_tf.training import create_optimizer, train_config_from_flags
-    from albert_tf.vocab_check import check_tokenizer
+    from albert_tf.race.data import levels_to_read
+    from albert_tf.race.features import check_lengths
+    from albert_tf.race.task import RaceTask
+    from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
+    levels_to_read(FLAGS.high_only, FLAGS.middle_only)  # both set: one line before any work
     require_flags(FLAGS, *REQUIRED)
     if FLAGS.task_name.lower() != "race":
         raise ValueError(f"--task_name={FLAGS.task_name}: run_race.py runs RACE only")
     if not os.path.isdir(FLAGS.data_dir):
         raise ValueError(f"--data_dir={FLAGS.data_dir}: no such directory (expected one holding "
                          f"RACE/{{train,dev,test}}/{{middle,high}}/*.txt)")
-    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
-    check_max_seq_length(FLAGS.max_seq_length, config.max_position_embeddings)
-    init_checkpoint = init_checkpoint_from_flags(FLAGS.init_checkpoint, FLAGS.albert_hub_module_handle)
-    output_dir = os.path.abspath(FLAGS.output_dir)
-    return RaceJob(
+    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
+    check_lengths(FLAGS.max_seq_length, FLAGS.max_qa_length)
+    job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
+                         do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size)
+    task = RaceTask(
         data_dir=FLAGS.data_dir,
-        output_dir=output_dir,
-        albert_config=config,
+        output_dir=job.output_dir,
         tokenizer=FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file),
         tokenizer_id=tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case),
         max_seq_length=FLAGS.max_seq_length,
         max_qa_length=FLAGS.max_qa_length,
-        eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size,
         dropout_prob=FLAGS.dropout_prob,
         high_only=FLAGS.high_only,
         middle_only=FLAGS.middle_only,
-        use_one_hot_embeddings=FLAGS.use_tpu,  # as the original's drivers: one-hot lookups on TPU
         record_files={"train": FLAGS.train_file, "dev": FLAGS.eval_file, "test": FLAGS.predict_file},
-        init_checkpoint=init_checkpoint,
-        train=train_config_from_flags(FLAGS, num_train_steps=FLAGS.train_step, output_dir=output_dir),
-        optimizer_fn=lambda: create_optimizer(FLAGS.learning_rate, FLAGS.train_step, FLAGS.warmup_step,
-                                              FLAGS.optimizer),
     )
+    return task, job
 
 
 @reports_errors
 def main(argv) -> int:
     del argv
-    from albert_tf.race.data import levels_to_read
-    from albert_tf.race.runner import run_job
-    from albert_tf.training import strategy_from_flags
-
     logging.set_verbosity(logging.INFO)
-    levels_to_read(FLAGS.high_only, FLAGS.middle_only)  # both set: one line before any work
-    job = _job_from_flags()
-    strategy = strategy_from_flags(FLAGS)
-    produced = run_job(job, strategy, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict)
-    for name, value in produced.items():
-        logging.info("%s: %s", name, value)
+    task, job = task_and_job_from_flags()
+    run_and_report(task, job, FLAGS)
     return 0
 
 

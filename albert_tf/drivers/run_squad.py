@@ -43,6 +43,7 @@ import os
 from absl import flags
 
 from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
 from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
 from albert_tf.training.results import format_eval_results
@@ -64,7 +65,8 @@ flags.DEFINE_string("predict_feature_left_file", None,
                     "default <predict_feature_file>.json.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Checkpoint to start from (Google TF1 or albert_tf format).")
-flags.DEFINE_string("albert_hub_module_handle", None, "Not supported; use --init_checkpoint.")
+flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
+                    "variables are used like --init_checkpoint; --albert_config_file is still needed).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
 flags.DEFINE_integer("max_seq_length", 384, "Tokens per window, after SentencePiece.")
 flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of consecutive context windows.")
@@ -114,9 +116,6 @@ def _validate(config) -> list[str]:
         problems.append("--spm_model_file is required (SQuAD alignment works on SentencePiece pieces)")
     elif not os.path.isfile(f.spm_model_file):
         problems.append(f"--spm_model_file={f.spm_model_file}: file not found")
-    if f.albert_hub_module_handle:
-        problems.append("--albert_hub_module_handle is not supported: pass the module's "
-                        "variables/variables as --init_checkpoint")
     if f.max_seq_length > config.max_position_embeddings:
         problems.append(f"--max_seq_length={f.max_seq_length} exceeds max_position_embeddings "
                         f"({config.max_position_embeddings}) of --albert_config_file")
@@ -135,67 +134,57 @@ def _validate(config) -> list[str]:
 REQUIRED = ("albert_config_file", "output_dir")
 
 
-@reports_errors
-def main(argv) -> int:
-    del argv
+def task_and_job_from_flags():
+    """The SQuAD task and the run's job, from the flags (checked)."""
     from albert_tf.config import AlbertConfig
-    from albert_tf.squad import pipeline
-    from albert_tf.training import (create_optimizer, one_hot_embeddings, strategy_from_flags,
-                                    train_config_from_flags)
-    from albert_tf.vocab_check import check_tokenizer
+    from albert_tf.squad import records
+    from albert_tf.squad.task import SquadSettings, SquadTask, has_gold_answers, num_train_steps
 
     f = FLAGS
     require_flags(f, *REQUIRED)
-    config = AlbertConfig.from_json_file(f.albert_config_file)
-    problems = _validate(config)
+    problems = _validate(AlbertConfig.from_json_file(f.albert_config_file))
     if problems:
         raise ValueError("; ".join(problems))
-    check_tokenizer(f.spm_model_file, None, config.vocab_size, f.albert_config_file)
+    config = albert_config_from_flags(f, f.spm_model_file, None)
     os.makedirs(f.output_dir, exist_ok=True)
-    settings = pipeline.SquadSettings(
+    settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
         do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
         doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
         start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
         null_score_diff_threshold=f.null_score_diff_threshold)
-    strategy = strategy_from_flags()
-    settings.use_one_hot_embeddings = one_hot_embeddings(strategy)
-    job = pipeline.PredictJob(
-        f.predict_file, f.predict_feature_file or os.path.join(f.output_dir, "predict.tf_record"),
-        f.output_dir, f.predict_batch_size, f.predict_feature_left_file)
-    # The original's model selection needs answers to score against.
-    select = f.do_predict and pipeline.has_gold_answers(pipeline.data.load_squad(f.predict_file))
-    model = None
+    task = SquadTask(settings, os.path.abspath(f.output_dir), f.train_file, f.predict_file,
+                     f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file)
+    steps = 1
     if f.do_train:
-        cached = pipeline.training_features(
-            settings, f.train_file, f.train_feature_file or os.path.join(f.output_dir, "train.tf_record"))
-        steps = pipeline.num_train_steps(cached.num_examples, f.train_batch_size, f.num_train_epochs)
-        warmup = int(steps * f.warmup_proportion)
-        trainer = pipeline.train(
-            config, settings, strategy, cached, train_config_from_flags(f, num_train_steps=steps),
-            lambda: create_optimizer(f.learning_rate, steps, warmup, optimizer=f.optimizer),
-            init_checkpoint=f.init_checkpoint,
-            evaluator_for=(lambda m: pipeline.checkpoint_evaluator(m, settings, job)) if select else None)
-        model = trainer.model
-    if model is None and (f.do_predict or f.export_dir):
-        source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint, prefer_best=not f.do_predict)
-        model = pipeline.load_for_prediction(config, settings, strategy, source)
-    if f.do_predict:
-        if select and pipeline.has_checkpoints(f.output_dir):
-            _, metrics = pipeline.predict_best(model, settings, job)
-        else:
-            _, metrics = job.run(model, settings)
-        if metrics is not None:
-            print(format_eval_results(metrics, pipeline.postprocess.RESULTS_LAYOUT), end="")
-    if f.export_dir:
-        from albert_tf.squad.export import export_span_model
-        from albert_tf.weights import load_checkpoint
+        steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
+    # The original's model selection: every checkpoint scored against the answers, when the
+    # predict file has them and there is something to score (training, or checkpoints here).
+    select = f.do_predict and has_gold_answers(f.predict_file) and (f.do_train or _has_checkpoints(f.output_dir))
+    job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
+                         do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
+    return task, job
 
-        source = pipeline.predict_weights_source(f.output_dir, f.init_checkpoint, prefer_best=True)
-        load_checkpoint(model, source)
-        for path in export_span_model(model, f.export_dir, f.max_seq_length):
-            print(f"exported {path} (weights: {source})")
+
+def _has_checkpoints(output_dir: str) -> bool:
+    from albert_tf.weights import files
+
+    return bool(files.all_checkpoints(output_dir)) or os.path.exists(
+        os.path.join(output_dir, files.BEST_BASENAME) + ".index")
+
+
+@reports_errors
+def main(argv) -> int:
+    del argv
+    from albert_tf.squad import postprocess
+
+    task, job = task_and_job_from_flags()
+    produced = run_and_report(task, job, FLAGS)
+    if "metrics" in produced:
+        print(format_eval_results(produced["metrics"], postprocess.RESULTS_LAYOUT), end="")
+    for path in produced.get("export", ()):
+        print(f"exported {path} (weights: {produced['weights']})")
     return 0
 
 

@@ -1,5 +1,6 @@
 """GLUE fine-tuning: task readers, features (cached TFRecords), classifier head,
-metrics, output files and SavedModel export.
+metrics, output files and SavedModel export; `task.GlueTask` puts them together as a
+`finetuning.FineTuningTask`.
 
 Light modules (processors, metrics, outputs) import without TensorFlow; the rest
 is imported lazily on first use.
@@ -20,8 +21,8 @@ _PUBLIC = {
     "GlueClassifier": "albert_tf.glue.heads",
     "build_classifier": "albert_tf.glue.heads",
     "export_classifier": "albert_tf.glue.export",
-    "GlueJob": "albert_tf.glue.runner",
-    "run_job": "albert_tf.glue.runner",
+    "compute_metrics": "albert_tf.glue.metrics",
+    "GlueTask": "albert_tf.glue.task",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -13,11 +13,10 @@ What changes from the original:
 - Files are written by the one feature cache (`albert_tf.data.feature_cache`): under a
   temporary name and renamed, with a JSON side file (written last) holding the example
   count; a crash leaves no half cache.
-- Eval and predict never drop examples: the last batch is filled with
-  `is_real_example = 0` rows (as the original did on TPU) so every batch has a
-  static shape, and metrics/outputs skip those rows.
-- Training reads through the project's one input pipeline (seeded shuffle,
-  checkpointable iterator for exact resume).
+- The records are a `data.feature_cache.CachedSplit`, read through `data.datasets` like
+  every task's: eval and predict never drop examples (the last batch is filled with
+  `is_real_example = 0` rows, as the original did on TPU), training has a seeded
+  shuffle and a checkpointable iterator for exact resume.
 """
 from __future__ import annotations
 
@@ -27,12 +26,13 @@ from typing import Protocol, Sequence
 
 import tensorflow as tf
 
-from albert_tf.data.feature_cache import cache_key, cached_records, file_sha256
-from albert_tf.data.records import RecordSchema
+from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
+from albert_tf.data.records import SEQUENCE, RecordSchema
+from albert_tf.fileio import file_sha256
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
 CLS, SEP = "[CLS]", "[SEP]"
-SEQ = "max_seq_length"
+SEQ = SEQUENCE
 # The original's record; bump the version when the records change for the same inputs.
 SCHEMA = RecordSchema("glue", 1, (
     ("input_ids", "int64", SEQ),
@@ -123,28 +123,6 @@ def to_tf_example(features: InputFeatures, regression: bool) -> tf.train.Example
     return schema(regression).example(values, max_seq_length=len(features.input_ids))
 
 
-def tokenizer_fingerprint(
-    spm_model_file: str | None, vocab_file: str | None, do_lower_case: bool
-) -> str:
-    """Identifies a tokenizer by its model file contents and lower-casing."""
-    parts = [f"lower={bool(do_lower_case)}"]
-    if spm_model_file:
-        parts.append("spm=" + file_sha256(spm_model_file))
-    elif vocab_file:
-        parts.append("vocab=" + file_sha256(vocab_file))
-    return ";".join(parts)
-
-
-@dataclasses.dataclass(frozen=True)
-class CachedFeatures:
-    """A TFRecord file of one split and what is needed to read it."""
-
-    path: str
-    num_examples: int
-    max_seq_length: int
-    regression: bool
-
-
 def cached_features(
     processor: GlueProcessor,
     data_dir: str | os.PathLike,
@@ -153,10 +131,10 @@ def cached_features(
     tokenizer: Tokenizer,
     tokenizer_id: str,
     max_seq_length: int,
-) -> CachedFeatures:
+) -> CachedSplit:
     """The features of a split, built once and reused while their inputs are unchanged.
 
-    `tokenizer_id` identifies the tokenizer (see `tokenizer_fingerprint`); it is part
+    `tokenizer_id` identifies the tokenizer (`tokenization.tokenizer_fingerprint`); it is part
     of the cache key together with task, split, data file contents and length.
     """
     spec = processor.spec
@@ -183,52 +161,4 @@ def cached_features(
             count += 1
         return {"num_examples": count, "data_file": os.path.abspath(data_file)}
 
-    cached = cached_records(path, record_schema, settings, build)
-    return CachedFeatures(path, int(cached.side["num_examples"]), max_seq_length, spec.is_regression)
-
-
-def decode_record(record: tf.Tensor, max_seq_length: int, regression: bool) -> dict[str, tf.Tensor]:
-    """Parses one serialized record; int64 → int32 (what the model takes)."""
-    return schema(regression).parse(record, max_seq_length=max_seq_length)
-
-
-def padding_example(max_seq_length: int, regression: bool) -> dict[str, tf.Tensor]:
-    """A fake row (all zeros, is_real_example = 0) to fill the last batch."""
-    return schema(regression).padding(max_seq_length=max_seq_length)
-
-
-def train_dataset_fn(features: CachedFeatures, train_batch_size: int, seed: int,
-                     shuffle_buffer: int = 10000):
-    """`fn(input_context)` for the training loop: repeated, shuffled (seeded), per-replica
-    batches through the shared input pipeline (`albert_tf.training.make_tfrecord_dataset`).
-
-    The shuffle buffer (the original's was 100 records) covers up to `shuffle_buffer`
-    records, the whole file for most GLUE tasks.
-    """
-    from albert_tf.training import make_tfrecord_dataset
-
-    max_len, regression = features.max_seq_length, features.regression
-
-    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return make_tfrecord_dataset(
-            features.path, lambda r: decode_record(r, max_len, regression),
-            input_context.get_per_replica_batch_size(train_batch_size), is_training=True,
-            input_context=input_context, seed=seed,
-            shuffle_buffer_size=max(1, min(shuffle_buffer, features.num_examples)),
-            shard_mode="records")
-
-    return dataset_fn
-
-
-def make_eval_dataset(features: CachedFeatures, batch_size: int) -> tf.data.Dataset:
-    """Eval/predict batches in file order: every example exactly once, the last batch
-    filled with `is_real_example = 0` rows so that every batch has `batch_size` rows."""
-    max_len, regression = features.max_seq_length, features.regression
-    dataset = tf.data.TFRecordDataset(features.path).map(
-        lambda r: decode_record(r, max_len, regression), num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True)
-    pad = -features.num_examples % batch_size
-    if pad:
-        fake = tf.data.Dataset.from_tensors(padding_example(max_len, regression)).repeat(pad)
-        dataset = dataset.concatenate(fake)
-    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return cached_records(path, record_schema, settings, build)

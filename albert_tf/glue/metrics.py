@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from albert_tf.glue.processors import TASKS, get_task_spec
+from albert_tf.glue.processors import TASKS, TaskSpec, get_task_spec
 
 
 def _as_1d(x, dtype=np.float64) -> np.ndarray:
@@ -117,10 +117,15 @@ def key_metric(task_name: str) -> str:
 
 
 def compute_glue_metrics(task_name: str, labels, logits, is_real_example=None) -> dict[str, float]:
+    """``compute_metrics`` of a GLUE task by name."""
+    return compute_metrics(get_task_spec(task_name), labels, logits, is_real_example)
+
+
+def compute_metrics(spec: TaskSpec, labels, logits, is_real_example=None) -> dict[str, float]:
     """All eval metrics of a task from model outputs.
 
     Args:
-      task_name: a GLUE task name.
+      spec: the task (a GLUE task's, or a user's classification data's).
       labels: [N] class ids, or float scores for STS-B.
       logits: [N, num_labels] logits, or [N] (or [N, 1]) scores for STS-B.
       is_real_example: optional [N] 0/1; rows with 0 (batch padding) are ignored.
@@ -130,7 +135,6 @@ def compute_glue_metrics(task_name: str, labels, logits, is_real_example=None) -
     task's `TaskSpec.metrics` (e.g. `eval_accuracy` and `f1` for MRPC; `pearson`,
     `spearman`, `MSE` for STS-B).
     """
-    spec = get_task_spec(task_name)
     logits = np.asarray(logits, dtype=np.float64)
     keep = slice(None) if is_real_example is None else _as_1d(is_real_example) > 0
     if spec.is_regression:

@@ -27,13 +27,13 @@ from typing import Any
 import tensorflow as tf
 
 from albert_tf import tokenization
-from albert_tf.data.feature_cache import cached_records, file_sha256
-from albert_tf.data.records import RecordSchema
+from albert_tf.data.feature_cache import CachedSplit, cached_records
+from albert_tf.data.records import SEQUENCE, RecordSchema
+from albert_tf.fileio import file_sha256
 from albert_tf.squad import data, features
-from albert_tf.training.loop import TrainConfig
 
 log = logging.getLogger(__name__)
-SEQ = "max_seq_length"
+SEQ = SEQUENCE
 PREDICT_SCHEMA = RecordSchema("squad_predict", 1, (
     ("unique_ids", "int64", None),
     ("input_ids", "int64", SEQ),
@@ -78,18 +78,6 @@ class FeatureMeta:
     token_is_max_context: list[bool]
 
 
-@dataclasses.dataclass
-class CachedFeatures:
-    record_file: str
-    side_file: str
-    max_seq_length: int
-    is_training: bool
-    num_examples: int
-    num_features: int
-    stats: dict[str, int]
-    metas: list[FeatureMeta]  # prediction only; [] for training
-
-
 def build_or_load(
     input_file: str,
     record_file: str,
@@ -100,9 +88,11 @@ def build_or_load(
     is_training: bool,
     do_lower_case: bool = True,
     side_file: str | None = None,
-) -> CachedFeatures:
+) -> CachedSplit:
     """Features of ``input_file``: read from the cache when its key matches, else
-    built (training examples pre-shuffled with the original's seed) and cached."""
+    built (training examples pre-shuffled with the original's seed) and cached. The side
+    file holds ``num_examples`` (questions), ``num_features``, ``stats`` and, for
+    prediction, each feature's ``FeatureMeta`` (``feature_metas``)."""
     features.check_lengths(max_seq_length, max_query_length, doc_stride)
     side_file = side_file or record_file + ".json"
     for path, flag in ((input_file, "SQuAD file"), (spm_model_file, "spm_model_file")):
@@ -119,12 +109,14 @@ def build_or_load(
     }
     cached = cached_records(record_file, schema(is_training), settings,
                             lambda write: _build(input_file, spm_model_file, settings, write), side_file)
-    side = cached.side
     if cached.reused:
-        log.info("Reusing cached SQuAD features %s (%d features)", record_file, side["num_features"])
-    metas = [FeatureMeta(**m) for m in side.get("features", [])]
-    return CachedFeatures(record_file, cached.side_file, max_seq_length, is_training,
-                          side["num_examples"], side["num_features"], side["stats"], metas)
+        log.info("Reusing cached SQuAD features %s (%d features)", record_file, cached.num_records)
+    return cached
+
+
+def feature_metas(cached: CachedSplit) -> list[FeatureMeta]:
+    """What post-processing needs of each prediction feature, in record order ([] for training)."""
+    return [FeatureMeta(**m) for m in cached.side.get("features", [])]
 
 
 def _build(input_file: str, spm_model_file: str, settings: dict, write) -> dict:
@@ -159,30 +151,3 @@ def _build(input_file: str, spm_model_file: str, settings: dict, write) -> dict:
         "stats": dataclasses.asdict(stats),
         "features": metas,
     }
-
-
-def decode_record(record: tf.Tensor, max_seq_length: int, is_training: bool) -> dict[str, tf.Tensor]:
-    """One serialized record -> dict of int32 tensors (what the model takes)."""
-    return schema(is_training).parse(record, max_seq_length=max_seq_length)
-
-
-def make_dataset(cached: CachedFeatures, batch_size: int, seed: int | None = TrainConfig.seed,
-                 shuffle_buffer: int = 100,
-                 input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
-    """Batches of feature dicts.
-
-    Training: repeated, shuffled (buffer 100 on pre-shuffled examples, as the
-    original; seeded), full batches. Prediction: file order, every feature once,
-    last batch possibly smaller. ``batch_size`` is global; with an
-    ``input_context`` it is split per replica and the file sharded per pipeline.
-    """
-    if input_context is not None:
-        batch_size = input_context.get_per_replica_batch_size(batch_size)
-    dataset = tf.data.TFRecordDataset(cached.record_file)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if cached.is_training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    dataset = dataset.map(lambda r: decode_record(r, cached.max_seq_length, cached.is_training),
-                          num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.batch(batch_size, drop_remainder=cached.is_training).prefetch(tf.data.AUTOTUNE)

@@ -6,6 +6,7 @@ tools' worker processes) do not load TensorFlow.
 import importlib
 from typing import Any
 
+from albert_tf.tokenization.fingerprint import tokenizer_fingerprint
 from albert_tf.tokenization.full_tokenizer import FullTokenizer
 from albert_tf.tokenization.spm import (
     REQUIRED_PIECES,
@@ -31,6 +32,7 @@ __all__ = [
     "load_vocab",
     "preprocess_text",
     "printable_text",
+    "tokenizer_fingerprint",
 ]
 
 

@@ -52,7 +52,7 @@ from albert_tf.errors import RunError
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import dropout_seed_scope
 from albert_tf.training.checkpoint_policy import CheckpointPolicy
-from albert_tf.training.data import TrainInputContext
+from albert_tf.data.input_pipeline import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import BatchRunner
 from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly

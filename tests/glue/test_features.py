@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data import datasets
 from albert_tf.glue import features as F
 from albert_tf.glue.processors import InputExample, get_processor, get_task_spec
 
@@ -86,8 +87,8 @@ def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
     tok = WordTokenizer()
     processor = get_processor("sts-b")
     cache = F.cached_features(processor, data_dir, "dev", tmp_path / "cache", tok, "tok-a", 12)
-    assert cache.num_examples == 5 and cache.regression
-    batches = _batches(F.make_eval_dataset(cache, batch_size=2))
+    assert cache.num_records == 5 and cache.schema == F.REGRESSION_SCHEMA
+    batches = _batches(datasets.eval_dataset(cache, batch_size=2))
     assert len(batches) == 3  # 5 real rows + 1 padding row: nothing dropped
     real = np.concatenate([b["is_real_example"] for b in batches])
     assert real.tolist() == [1, 1, 1, 1, 1, 0]
@@ -98,7 +99,7 @@ def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
     assert batches[0]["segment_ids"][1].tolist() == expected.segment_ids
     assert batches[2]["input_mask"][1].sum() == 0  # the padding row
     # The original's record format: parse with its feature names and types.
-    record = next(iter(tf.data.TFRecordDataset(cache.path)))
+    record = next(iter(tf.data.TFRecordDataset(cache.record_file)))
     parsed = tf.io.parse_single_example(record, F.feature_spec(12, regression=True))
     assert sorted(parsed) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
 
@@ -112,11 +113,11 @@ def test_cache_reused_until_an_input_changes(tmp_path, write_tsv):
     assert again == first and tok.calls == calls  # reused, nothing re-tokenized
     other_len = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 16)
     other_tok = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-b", 12)
-    assert len({first.path, other_len.path, other_tok.path}) == 3
+    assert len({first.record_file, other_len.record_file, other_tok.record_file}) == 3
     _glue_with_stsb(tmp_path, write_tsv, score="4.0")  # same size, new contents
     changed = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
-    assert changed.path != first.path
-    label = next(iter(F.make_eval_dataset(changed, 5)))["label_ids"].numpy()
+    assert changed.record_file != first.record_file
+    label = next(iter(datasets.eval_dataset(changed, 5)))["label_ids"].numpy()
     np.testing.assert_allclose(label, 4.0)
     assert not [n for n in os.listdir(cache_dir) if n.endswith(".tmp")]
 
@@ -141,7 +142,7 @@ def test_training_dataset_is_seeded_and_full_batches(tmp_path, write_tsv):
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1)
 
     def first_ids(seed):
-        ds = F.train_dataset_fn(cache, train_batch_size=3, seed=seed)(context)
+        ds = datasets.train_dataset_fn(cache, 3, seed)(context)
         return [b["input_ids"][:, 2].numpy().tolist() for b in ds.take(4)]
 
     assert first_ids(1) == first_ids(1)
@@ -162,5 +163,7 @@ def test_real_tokenizer_on_mrpc_dev(shared):
     assert f.input_ids == [2, *tok.convert_tokens_to_ids(a), 3, *tok.convert_tokens_to_ids(b), 3]
     assert f.input_ids[1:4] == tok.convert_tokens_to_ids(["▁he", "▁said", "▁the"])
     assert f.label_id == 1 and sum(f.input_mask) == 32
-    fp_lower = F.tokenizer_fingerprint(str(spm), None, True)
-    assert fp_lower != F.tokenizer_fingerprint(str(spm), None, False)
+    from albert_tf.tokenization import tokenizer_fingerprint
+
+    fp_lower = tokenizer_fingerprint(str(spm), None, True)
+    assert fp_lower != tokenizer_fingerprint(str(spm), None, False)

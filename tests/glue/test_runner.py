@@ -1,4 +1,6 @@
-"""Best-checkpoint selection and evaluation/prediction from --init_checkpoint (in process)."""
+"""Best-checkpoint selection and evaluation/prediction from --init_checkpoint (in process), through
+the one fine-tuning runner with the GLUE task."""
+import dataclasses
 import os
 
 import numpy as np
@@ -6,20 +8,31 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.glue import features, heads, runner
+from albert_tf.finetuning import FineTuningJob, resolve_weights, run
+from albert_tf.finetuning.runner import _Runner
+from albert_tf.glue import heads
+from albert_tf.glue.processors import get_processor
+from albert_tf.glue.task import GlueTask
 from albert_tf.weights import files
+
+CPU = tf.distribute.OneDeviceStrategy("/cpu:0")
 
 
 @pytest.fixture
-def job(glue_slices, tiny_config_file, spm_model, tmp_path):
-    from albert_tf.tokenization import FullTokenizer
+def job(tiny_config_file, tmp_path):
+    return FineTuningJob(output_dir=str(tmp_path / "out"), albert_config=AlbertConfig.from_json_file(
+        str(tiny_config_file)), eval_batch_size=16, predict_batch_size=16)
 
-    return runner.GlueJob(
-        task_name="mrpc", data_dir=str(glue_slices), output_dir=str(tmp_path / "out"),
-        albert_config=AlbertConfig.from_json_file(str(tiny_config_file)),
-        tokenizer=FullTokenizer(spm_model_file=spm_model), tokenizer_id=features.tokenizer_fingerprint(
-            spm_model, None, True), spm_model_file=spm_model, max_seq_length=32, eval_batch_size=16,
-        predict_batch_size=16)
+
+@pytest.fixture
+def task(glue_slices, spm_model, tmp_path):
+    from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
+
+    return GlueTask(processor=get_processor("mrpc"), data_dir=str(glue_slices),
+                    features_dir=str(tmp_path / "out" / "cached_features"),
+                    tokenizer=FullTokenizer(spm_model_file=spm_model),
+                    tokenizer_id=tokenizer_fingerprint(spm_model, None, True), max_seq_length=32,
+                    spm_model_file=spm_model)
 
 
 def _save(model, output_dir, step):
@@ -34,21 +47,23 @@ def _bias_of(prefix):
     return tf.train.load_checkpoint(prefix).get_tensor("model/classifier/output_bias/.ATTRIBUTES/VARIABLE_VALUE")
 
 
-def test_best_checkpoint_selection_and_reruns(job, monkeypatch):
+def test_best_checkpoint_selection_and_reruns(task, job, monkeypatch):
     os.makedirs(job.output_dir)
     model = heads.build_classifier(job.albert_config, "mrpc")
     for step in (10, 20, 30):
         _save(model, job.output_dir, step)
     scripted = {10: 0.5, 20: 0.8, 30: 0.6, 40: 0.9}
 
-    def fake_evaluate(self, checkpoint_path):
-        # The evaluated weights are those of the checkpoint being scored.
-        global_step = files.step_of(checkpoint_path)
-        assert float(self.model.classifier.output_bias[0]) == global_step
-        return {"eval_accuracy": scripted[global_step], "eval_loss": 1.0, "global_step": global_step}
+    def fake_evaluation(self, evaluated_model):
+        def evaluate(checkpoint_path):
+            # The evaluated weights are those of the checkpoint being scored.
+            global_step = files.step_of(checkpoint_path)
+            assert float(evaluated_model.classifier.output_bias[0]) == global_step
+            return {"eval_accuracy": scripted[global_step], "eval_loss": 1.0, "global_step": global_step}
+        return evaluate
 
-    monkeypatch.setattr(runner.DevEvaluation, "__call__", fake_evaluate)
-    evaluator = runner.checkpoint_evaluator(job, heads.build_classifier(job.albert_config, "mrpc"))
+    monkeypatch.setattr(_Runner, "evaluation", fake_evaluation)
+    evaluator = _Runner(task, job, CPU).checkpoint_evaluator(heads.build_classifier(job.albert_config, "mrpc"))
     assert evaluator.evaluate_pending() == 3
     out = job.output_dir
     assert open(os.path.join(out, "best_trial.txt")).read() == "30:20:0.8"
@@ -64,17 +79,16 @@ def test_best_checkpoint_selection_and_reruns(job, monkeypatch):
     assert open(os.path.join(out, "best_trial.txt")).read() == "40:40:0.9"
     assert _bias_of(os.path.join(out, "model.ckpt-best"))[0] == 40.0
     # Predict/export use model.ckpt-best.
-    assert runner.resolve_weights(job) == (os.path.join(out, "model.ckpt-best"), True)
+    assert resolve_weights(out, None) == os.path.join(out, "model.ckpt-best")
 
 
-def test_eval_and_predict_from_init_checkpoint(job, tmp_path):
+def test_eval_and_predict_from_init_checkpoint(task, job, tmp_path):
     """As run_glue.sh does for MNLI-mm and AX: weights from another run, nothing trained here."""
     source = tmp_path / "source"
     model = heads.build_classifier(job.albert_config, "mrpc")
     _save(model, str(source), 7)
-    job.init_checkpoint = str(source / "model.ckpt-7")
-    produced = runner.run_job(job, tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=False, do_eval=True,
-                              do_predict=True)
+    job = dataclasses.replace(job, init_checkpoint=str(source / "model.ckpt-7"), do_eval=True, do_predict=True)
+    produced = run(task, job, CPU)
     assert produced["weights"] == job.init_checkpoint
     text = open(produced["eval_results"]).read()
     assert "global_step = 7" in text and "num_examples = 48" in text

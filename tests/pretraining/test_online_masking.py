@@ -11,7 +11,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.data.books import write_book_as_sentences
 from albert_tf.pretraining import pretraining_task
-from albert_tf.training.data import TrainInputContext
+from albert_tf.data.input_pipeline import TrainInputContext
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, MASK_ID = 64, 10, 4  # [MASK] is id 4 in 30k-clean.model

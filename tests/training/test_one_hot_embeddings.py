@@ -1,13 +1,14 @@
 """On TPUs the fine-tuning encoders look embeddings up by one-hot matmul, as the original's
 drivers did (use_one_hot_embeddings=FLAGS.use_tpu); no TPU here, so a TPUStrategy stand-in."""
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
-from albert_tf.glue import runner
-from albert_tf.squad import pipeline
+from albert_tf.finetuning import FineTuningJob
+from albert_tf.finetuning.runner import _Runner
+from albert_tf.glue.processors import get_processor
+from albert_tf.glue.task import GlueTask
+from albert_tf.squad.task import SquadSettings, SquadTask
 from albert_tf.training import one_hot_embeddings
 
 CONFIG = AlbertConfig(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
@@ -33,16 +34,22 @@ def _looks_up_by_matmul(encoder) -> bool:
     return any(op.type == "OneHot" for op in graph.get_operations())
 
 
-def test_squad_and_glue_models_get_it_from_their_settings():
+def _model(task, strategy):
+    """The task's model as the one fine-tuning runner builds it on ``strategy``."""
+    model = _Runner(task, FineTuningJob(output_dir="", albert_config=CONFIG), strategy).new_model()
+    model(model.dummy_inputs(seq_length=task.dummy_seq_length()))
+    return model
+
+
+def test_every_task_model_gets_it_from_the_runners_strategy():
+    on_tpu, on_cpu = _StandInTPUStrategy(), tf.distribute.get_strategy()
     for v2 in (False, True):
-        on = pipeline.new_model(CONFIG, pipeline.SquadSettings("unused.model", version_2=v2,
-                                                                use_one_hot_embeddings=True))
-        off = pipeline.new_model(CONFIG, pipeline.SquadSettings("unused.model", version_2=v2))
-        assert _looks_up_by_matmul(on.encoder) and not _looks_up_by_matmul(off.encoder)
-    job = runner.GlueJob(task_name="MRPC", data_dir="", output_dir="", albert_config=CONFIG, tokenizer=None,
-                         tokenizer_id="", max_seq_length=16, eval_batch_size=1, predict_batch_size=1)
-    on = runner.build_model(dataclasses.replace(job, use_one_hot_embeddings=True))
-    off = runner.build_model(job)
+        task = SquadTask(SquadSettings("unused.model", version_2=v2), output_dir="")
+        assert _looks_up_by_matmul(_model(task, on_tpu).encoder)
+        assert not _looks_up_by_matmul(_model(task, on_cpu).encoder)
+    glue = GlueTask(processor=get_processor("MRPC"), data_dir="", features_dir="", tokenizer=None, tokenizer_id="",
+                    max_seq_length=16)
+    on, off = _model(glue, on_tpu), _model(glue, on_cpu)
     assert _looks_up_by_matmul(on.encoder) and not _looks_up_by_matmul(off.encoder)
     # Same weights, same outputs either way (the lookup changes, not the model).
     off.set_weights(on.get_weights())

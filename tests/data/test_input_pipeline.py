@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.data import TrainInputContext, expand_file_patterns, make_tfrecord_dataset
+from albert_tf.data.input_pipeline import TrainInputContext, expand_file_patterns, make_tfrecord_dataset
 
 
 def parse(serialized):

@@ -1,0 +1,209 @@
+"""The one fine-tuning runner: train → evaluate every checkpoint → keep the best → predict → export,
+for any ``FineTuningTask`` (GLUE, RACE, SQuAD, a user's classification data, a new task).
+
+How it differs from the original's drivers (and why):
+- Training goes through the shared ``albert_tf.training.Trainer`` (any tf.distribute
+  strategy, mixed precision, exact resume).
+- With evaluation, each checkpoint is evaluated right after it is saved (the Trainer's
+  save hook), so every checkpoint is seen before ``keep_checkpoint_max`` pruning deletes
+  it; the original kept every checkpoint on disk and evaluated them afterwards. The best
+  by the task's key metric is copied to ``model.ckpt-best`` (``best_trial.txt``, the
+  original's format). A rerun evaluates the checkpoints not evaluated yet, then goes on.
+- Metrics are computed in numpy over the whole split, from outputs gathered by the one
+  evaluation path (``albert_tf.training.evaluation``); nothing is dropped.
+- Weights for evaluation without training, prediction and export (``resolve_weights``):
+  ``model.ckpt-best`` in output_dir, else its latest checkpoint, else ``--init_checkpoint``.
+- Only the chief worker evaluates and writes files; other workers only help train.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data import datasets
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
+from albert_tf.modeling.encoder import AlbertModel
+from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator
+from albert_tf.training.distribution import one_hot_embeddings, worker_info
+from albert_tf.training.evaluation import BatchRunner, gather_real_examples
+from albert_tf.training.loop import TrainConfig
+from albert_tf.training.results import EVAL_RESULTS_FILE
+from albert_tf.training.summaries import write_scalars
+from albert_tf.weights import files, fine_tuning_init, load_checkpoint
+
+
+@dataclasses.dataclass
+class FineTuningJob:
+    """What a run does with a task (the driver's flags, checked).
+
+    ``train`` holds the loop's settings (``train_config_from_flags``) and ``optimizer_fn``
+    builds the optimizer; both are needed only to train.
+    """
+
+    output_dir: str
+    albert_config: AlbertConfig
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    export_dir: str | None = None
+    init_checkpoint: str | None = None
+    train: TrainConfig | None = None
+    optimizer_fn: Callable | None = None
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+
+
+def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
+    """The one rule for which weights evaluate-without-training, predict and export use:
+    model.ckpt-best in output_dir, else its latest checkpoint, else ``init_checkpoint``."""
+    best = os.path.join(output_dir, files.BEST_BASENAME)
+    if tf.io.gfile.exists(best + ".index"):
+        return best
+    latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+    if latest:
+        return latest
+    if init_checkpoint:
+        return init_checkpoint
+    raise ValueError(f"no weights to use: evaluating, predicting or exporting without --do_train needs a "
+                     f"fine-tuned checkpoint: none in --output_dir={output_dir} (no model.ckpt-best, no checkpoint) "
+                     f"and --init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
+
+
+def weights_step(output_dir: str, weights: str, key_metric: str) -> int:
+    """The training step of ``weights`` (model.ckpt-best: the step it was copied from; 0 if unknown)."""
+    if os.path.abspath(weights) == os.path.join(output_dir, files.BEST_BASENAME):
+        _, best_step, _ = BestCheckpointKeeper(output_dir, key_metric).read()
+        return max(best_step, 0)
+    return int(files.step_of(weights) or 0)
+
+
+class _Runner:
+    """One run of ``task`` as ``job`` says, on ``strategy``."""
+
+    def __init__(self, task: FineTuningTask, job: FineTuningJob, strategy: tf.distribute.Strategy):
+        self.task = task
+        self.job = dataclasses.replace(job, output_dir=os.path.abspath(job.output_dir))
+        self.strategy = strategy
+        self.one_hot = one_hot_embeddings(strategy)
+
+    # ---- models ----
+    def new_model(self):
+        return self.task.build_model(AlbertModel(self.job.albert_config, self.one_hot))
+
+    def built_model(self):
+        with self.strategy.scope():
+            model = self.new_model()
+            model(model.dummy_inputs(seq_length=self.task.dummy_seq_length()))
+        return model
+
+    # ---- evaluation ----
+    def gather(self, model, split: Split, batch_size: int) -> dict[str, np.ndarray]:
+        """The task's outputs for every real record of ``split``, in file order."""
+        runner = BatchRunner(lambda batch: {**self.task.outputs(model, batch),
+                                            datasets.IS_REAL: batch[datasets.IS_REAL]})
+        return gather_real_examples(runner, datasets.eval_dataset(split.cached, batch_size),
+                                    split.cached.num_records, f"{self.task.name} records")
+
+    def evaluation(self, model) -> Callable[[str], dict[str, Any]]:
+        """``evaluate(checkpoint_path)``: the task's metrics of the model's current weights on dev."""
+        dev = self.task.load_split("dev")
+
+        def evaluate(checkpoint_path: str) -> dict[str, Any]:
+            step = int(files.step_of(checkpoint_path) or 0)
+            results = self.task.metrics(dev, self.gather(model, dev, self.job.eval_batch_size), step)
+            write_scalars(os.path.join(self.job.output_dir, "eval"), step,
+                          {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
+                           and isinstance(v, (int, float))})
+            logging.info("Eval results at step %d: %s", step,
+                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+            return results
+
+        return evaluate
+
+    def checkpoint_evaluator(self, model) -> CheckpointEvaluator:
+        return CheckpointEvaluator(self.job.output_dir, self.evaluation(model), self.task.key_metric,
+                                   self.task.results_layout, load=lambda path: load_checkpoint(model, path),
+                                   higher_is_better=self.task.higher_is_better)
+
+    # ---- stages ----
+    def train(self):
+        from albert_tf.training import Task, Trainer
+
+        job = self.job
+        if job.train is None or job.optimizer_fn is None:
+            raise ValueError("training needs the loop's settings and an optimizer (FineTuningJob.train, .optimizer_fn)")
+        config = dataclasses.replace(job.train, output_dir=job.output_dir)
+        train = self.task.load_split("train")
+        logging.info("Training %s on %d records, %d steps of %d.", self.task.name, train.cached.num_records,
+                     config.num_train_steps, config.train_batch_size)
+        loop_task = Task(
+            build_model=self.new_model,
+            loss_fn=self.task.loss,
+            train_dataset_fn=datasets.train_dataset_fn(train.cached, config.train_batch_size, config.seed,
+                                                       self.task.shuffle_buffer),
+            init_fn=fine_tuning_init(job.init_checkpoint),
+        )
+        trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)
+        if job.do_eval and trainer.worker.is_chief:
+            evaluator = self.checkpoint_evaluator(trainer.model)
+            evaluator.evaluate_pending()  # left over by an interrupted run
+            trainer.add_save_hook(evaluator.after_save)
+        trainer.train()
+        return trainer.model
+
+    def evaluate_without_training(self):
+        model = self.built_model()
+        evaluator = self.checkpoint_evaluator(model)
+        if not evaluator.pending() and not files.all_checkpoints(self.job.output_dir):
+            evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
+        else:
+            evaluator.evaluate_pending()
+        return model
+
+    def predict(self, model, weights: str) -> dict[str, Any]:
+        test = self.task.load_split("test")
+        outputs = self.gather(model, test, self.job.predict_batch_size)
+        context = PredictContext(weights, weights_step(self.job.output_dir, weights, self.task.key_metric),
+                                 selected=self.job.do_eval)
+        written = self.task.write_predictions(self.job.output_dir, test, outputs, context)
+        logging.info("Predicted %d %s records with %s: %s", test.cached.num_records, self.task.name, weights,
+                     ", ".join(f"{k}: {v}" for k, v in written.items()))
+        return written
+
+    def run(self) -> dict[str, Any]:
+        job, task = self.job, self.task
+        if not (job.do_train or job.do_eval or job.do_predict or job.export_dir):
+            raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir is needed")
+        task.check_splits([s for s, wanted in zip(("train", "dev", "test"), (job.do_train, job.do_eval,
+                                                                            job.do_predict)) if wanted])
+        tf.io.gfile.makedirs(job.output_dir)
+        produced: dict[str, Any] = {}
+        model = self.train() if job.do_train else None
+        if not worker_info(self.strategy).is_chief:
+            return produced  # other workers only help train; the chief writes every file
+        if job.do_eval and not job.do_train:  # with do_train, each checkpoint was evaluated as it was saved
+            model = self.evaluate_without_training()
+        if job.do_eval:
+            produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
+        if job.do_predict or job.export_dir:
+            weights = resolve_weights(job.output_dir, job.init_checkpoint)
+            model = model or self.built_model()
+            report = load_checkpoint(model, weights)
+            logging.info("%s with %s", "Predicting" if job.do_predict else "Exporting", report.summary())
+            produced["weights"] = weights
+            if job.do_predict:
+                produced.update(self.predict(model, weights))
+            if job.export_dir:
+                produced.update(task.export(model, job.export_dir))
+        return produced
+
+
+def run(task: FineTuningTask, job: FineTuningJob, strategy: tf.distribute.Strategy) -> dict[str, Any]:
+    """Runs the stages ``job`` asks for; returns what they produced ({name: path(s)}) for callers and tests."""
+    return _Runner(task, job, strategy).run()

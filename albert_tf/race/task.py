@@ -1,0 +1,94 @@
+"""RACE as a fine-tuning task (``finetuning.FineTuningTask``): four-way multiple choice.
+
+Data: ``race.data`` reads a split's questions, ``race.records`` caches their records at
+the original's paths. Model: ``RaceModel``. Metrics: ``eval_accuracy`` (key), ``eval_loss``
+and each level's accuracy (``race.outputs``). Differences from the original: eval and
+predict never drop a question (padding rows fill the last batch and are not counted);
+the dev results add each level's accuracy; predict also writes one line per question
+(``test_predictions.jsonl``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
+from albert_tf.race import outputs, records
+from albert_tf.race.data import race_files, read_race
+from albert_tf.race.features import Tokenizer
+from albert_tf.race.model import DEFAULT_DROPOUT, RaceModel, loss_fn
+
+# split -> the original's default record file in output_dir
+RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+
+
+@dataclasses.dataclass
+class RaceTask(FineTuningTask):
+    """RACE's data and settings (the driver's flags). ``record_files`` maps a split to its cache
+    path (--train_file / --eval_file / --predict_file; default the original's names in output_dir)."""
+
+    data_dir: str
+    output_dir: str
+    tokenizer: Tokenizer
+    tokenizer_id: str
+    max_seq_length: int = 512
+    max_qa_length: int = 128
+    dropout_prob: float = DEFAULT_DROPOUT
+    high_only: bool = False
+    middle_only: bool = False
+    record_files: dict[str, str | None] = dataclasses.field(default_factory=dict)
+
+    key_metric = outputs.KEY_METRIC
+    results_layout = outputs.RESULTS_LAYOUT
+
+    @property
+    def name(self) -> str:
+        return "RACE"
+
+    def check_splits(self, splits) -> None:
+        for split in splits:  # a missing folder is reported before any work
+            race_files(self.data_dir, split, self.high_only, self.middle_only)
+
+    def load_split(self, split: str) -> Split:
+        examples = read_race(self.data_dir, split, self.high_only, self.middle_only)
+        data_files = [path for _, path in race_files(self.data_dir, split, self.high_only, self.middle_only)]
+        record_file = self.record_files.get(split) or os.path.join(self.output_dir, RECORD_FILES[split])
+        cached = records.cached_features(examples, data_files, record_file, self.tokenizer, self.tokenizer_id,
+                                         self.max_seq_length, self.max_qa_length)
+        return Split(split, cached, lambda: examples)
+
+    def build_model(self, encoder) -> RaceModel:
+        return RaceModel(encoder, self.dropout_prob)
+
+    def loss(self, model, batch: Mapping[str, tf.Tensor], training: bool):
+        logits = model(_model_inputs(batch), training=training)["logits"]
+        weight = tf.cast(batch["is_real_example"], tf.float32)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), batch["label_ids"]), tf.float32)
+        return loss_fn(logits, batch["label_ids"], weight), {"accuracy": (tf.reduce_sum(correct * weight),
+                                                                          tf.reduce_sum(weight))}
+
+    def outputs(self, model, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        out = model(_model_inputs(batch), training=False)
+        return {"logits": out["logits"], "probabilities": out["probabilities"]}
+
+    def metrics(self, split: Split, gathered: Mapping[str, np.ndarray], step: int) -> dict[str, Any]:
+        results = outputs.compute_metrics(split.examples, gathered["logits"])
+        results["global_step"] = step
+        return results
+
+    def write_predictions(self, output_dir: str, split: Split, gathered: Mapping[str, np.ndarray],
+                          context: PredictContext) -> dict[str, Any]:
+        """The test split's metrics (predict_results.txt) and one line per question."""
+        results = outputs.compute_metrics(split.examples, gathered["logits"])
+        results["global_step"] = context.step
+        return {"predict_results": outputs.write_predict_results(output_dir, results),
+                "test_predictions": outputs.write_predictions(output_dir, split.examples,
+                                                              gathered["probabilities"])}
+
+
+def _model_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    return {k: batch[k] for k in records.MODEL_INPUTS}
