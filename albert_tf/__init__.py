@@ -3,8 +3,7 @@
 Public names are imported lazily so that light modules (tokenization, data
 tools, the SQuAD evaluator) do not pay for building Keras on import.
 """
-import importlib
-from typing import Any
+from albert_tf.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -17,10 +16,4 @@ _PUBLIC = {
     "TFTokenizer": "albert_tf.tokenization",
 }
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, _PUBLIC)

@@ -83,3 +83,8 @@ def run_driver(main: Callable[[list[str]], int]) -> None:
 
     describe_driver(sys.modules[main.__module__])
     app.run(main)
+
+
+def entry_point(main: Callable[[list[str]], int]) -> Callable[[], None]:
+    """A driver's ``run()``: what its console script and the checkout's launcher call."""
+    return lambda: run_driver(main)

@@ -23,7 +23,13 @@ import numpy as np
 
 Length = Union[str, int, None, tuple]
 SEQUENCE = "max_seq_length"  # the size name of the sequence dimension
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")  # what the encoder takes
 DTYPES = ("int64", "float32")
+
+
+def model_input_features(length: Length = SEQUENCE) -> tuple[tuple[str, str, Length], ...]:
+    """The encoder's inputs as schema rows (int64 of ``length``): part of every fine-tuning record."""
+    return tuple((name, "int64", length) for name in MODEL_INPUTS)
 
 
 @dataclasses.dataclass(frozen=True)

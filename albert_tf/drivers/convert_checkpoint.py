@@ -20,7 +20,7 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.weights.conversion import DIRECTIONS, MODEL_KINDS
-from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.cli import entry_point, reports_errors, require_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint_to_convert", None, "Checkpoint prefix or directory to read, or a Hugging Face "
@@ -65,9 +65,7 @@ def main(argv) -> int:
     return 0
 
 
-def run() -> None:
-    """Console-script entry point (and what the checkout's launcher calls)."""
-    run_driver(main)
+run = entry_point(main)
 
 
 if __name__ == "__main__":

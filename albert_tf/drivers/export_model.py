@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.cli import reports_errors, require_flags, run_driver
+from albert_tf.cli import entry_point, reports_errors, require_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_directory", None,
@@ -77,9 +77,7 @@ def main(argv) -> int:
     return 0
 
 
-def run() -> None:
-    """Console-script entry point (and what the checkout's launcher calls)."""
-    run_driver(main)
+run = entry_point(main)
 
 
 if __name__ == "__main__":

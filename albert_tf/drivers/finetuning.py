@@ -3,9 +3,44 @@ the original's, and the one way a driver ends: flags → a task and a ``FineTuni
 ``finetuning.run``."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from absl import flags, logging
+
+from albert_tf.cli import reports_errors
+
+
+def define_model_flags(max_seq_length: int, max_seq_length_help: str) -> None:
+    """The original's flags naming the pre-trained model, its tokenizer and the input length."""
+    flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (only for models without --spm_model_file).")
+    flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the ALBERT model was trained with.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google's TF1 ALBERT checkpoint or one of "
+                        "this project's (prefix or directory).")
+    flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
+                        "variables are used like --init_checkpoint; --albert_config_file is still needed).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (uncased models).")
+    flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help)
+
+
+def define_stage_flags(*, do_train: bool, do_eval: bool | None, do_predict: bool, learning_rate: float,
+                       train_step: int | None = None, warmup_step: int | None = None) -> None:
+    """The original's flags of what a run does and how it trains (``do_eval``/``train_step`` None:
+    the driver has no such flag, as the original's run_squad)."""
+    from albert_tf.training.optimizers import OPTIMIZERS
+
+    flags.DEFINE_bool("do_train", do_train, "Whether to run training.")
+    if do_eval is not None:
+        flags.DEFINE_bool("do_eval", do_eval, "Whether to evaluate (every checkpoint) on the dev set.")
+        flags.DEFINE_integer("eval_batch_size", 8, "Batch size for eval.")
+    flags.DEFINE_bool("do_predict", do_predict, "Whether to predict the test set (with the best checkpoint).")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (all replicas).")
+    flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate.")
+    if train_step is not None:
+        flags.DEFINE_integer("train_step", train_step, "Total number of training steps.")
+        flags.DEFINE_integer("warmup_step", warmup_step or 0, "Steps of linear learning-rate warmup.")
+    flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
 
 
 def check_max_seq_length(max_seq_length: int, max_position_embeddings: int) -> None:
@@ -71,3 +106,17 @@ def run_and_report(task, job, f: flags.FlagValues) -> dict[str, Any]:
     for name, value in produced.items():
         logging.info("%s: %s", name, value)
     return produced
+
+
+def finetuning_main(task_and_job_from_flags: Callable[[], tuple]) -> Callable[[list[str]], int]:
+    """A driver's ``main``: flags → (task, job) → ``run``, each output's place logged."""
+
+    @reports_errors
+    def main(argv: list[str]) -> int:
+        del argv
+        logging.set_verbosity(logging.INFO)
+        task, job = task_and_job_from_flags()
+        run_and_report(task, job, flags.FLAGS)
+        return 0
+
+    return main

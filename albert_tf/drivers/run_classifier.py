@@ -22,45 +22,29 @@ from __future__ import annotations
 
 import math
 
-from absl import flags, logging
+from absl import flags
 
-from albert_tf.cli import reports_errors, require_flags, run_driver
-from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
+from albert_tf.cli import entry_point, require_flags
+from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
+                                         finetuning_main, job_from_flags)
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
-from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
 
 # ---- the original's flags (names and defaults) ----
 flags.DEFINE_string("data_dir", None, "The input data dir: holds <TASK>/{train,dev,test}.tsv as GLUE "
                     "distributes them (diagnostic/diagnostic.tsv for AX).")
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
 flags.DEFINE_string("task_name", None, f"The GLUE task: {', '.join(TASK_NAMES)} (case-insensitive; "
                     f"{', '.join(PREDICT_ONLY)}: predict only).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (only for models without --spm_model_file).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the ALBERT model was trained with.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints and result files are written.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default <output_dir>/"
                     "cached_features). They are rebuilt when the data file, tokenizer model, "
                     "lower-casing, max_seq_length or task changes.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google's TF1 ALBERT checkpoint or one of "
-                    "this project's (prefix or directory).")
-flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
-                    "variables are used like --init_checkpoint; --albert_config_file is still needed).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (uncased models).")
-flags.DEFINE_integer("max_seq_length", 512, "Maximum total input length in tokens after tokenization; "
-                     "longer pairs are truncated, shorter ones padded.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate (every checkpoint) on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (all replicas).")
-flags.DEFINE_integer("eval_batch_size", 8, "Batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate.")
-flags.DEFINE_integer("train_step", 1000, "Total number of training steps.")
-flags.DEFINE_integer("warmup_step", 0, "Steps of linear learning-rate warmup.")
-flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
+define_model_flags(512, "Maximum total input length in tokens after tokenization; longer pairs are "
+                   "truncated, shorter ones padded.")
+define_stage_flags(do_train=False, do_eval=False, do_predict=False, learning_rate=5e-5, train_step=1000,
+                   warmup_step=0)
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
@@ -97,21 +81,13 @@ def task_and_job_from_flags():
     return task, job
 
 
-@reports_errors
-def main(argv) -> int:
-    del argv
-    logging.set_verbosity(logging.INFO)
-    task, job = task_and_job_from_flags()
-    run_and_report(task, job, FLAGS)
-    return 0
+main = finetuning_main(task_and_job_from_flags)
 
 
 define_flags()  # --distribution_strategy, --mixed_precision, --enable_xla, TPU flags, --seed, loop flags
 
 
-def run() -> None:
-    """Console-script entry point (and what the checkout's launcher calls)."""
-    run_driver(main)
+run = entry_point(main)
 
 
 if __name__ == "__main__":

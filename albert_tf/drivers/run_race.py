@@ -18,50 +18,34 @@ albert_tf.finetuning's runner.
 """
 from __future__ import annotations
 
-from absl import flags, logging
+from absl import flags
 
-from albert_tf.cli import reports_errors, require_flags, run_driver
-from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
+from albert_tf.cli import entry_point, require_flags
+from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
+                                         finetuning_main, job_from_flags)
 from albert_tf.training.flags import define_flags
-from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
 
 # ---- the original's flags (names and defaults) ----
 flags.DEFINE_string("data_dir", None, "The input data dir: holds RACE/{train,dev,test}/{middle,high}/*.txt.")
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
 flags.DEFINE_string("task_name", "race", "The task (RACE is the only one this driver runs).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (only for models without --spm_model_file).")
 flags.DEFINE_string("train_file", None, "Where the cached training records go (default "
                     "<output_dir>/train.tf_record); rebuilt when the data, tokenizer or lengths change.")
 flags.DEFINE_string("eval_file", None, "Where the cached dev records go (default <output_dir>/eval.tf_record).")
 flags.DEFINE_string("predict_file", None, "Where the cached test records go (default "
                     "<output_dir>/predict.tf_record).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the ALBERT model was trained with.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, records and result files are written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google's TF1 ALBERT checkpoint or one of "
-                    "this project's (prefix or directory).")
-flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
-                    "variables are used like --init_checkpoint; --albert_config_file is still needed).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (uncased models).")
+define_model_flags(512, "Tokens per choice ([CLS] article [SEP] question+option [SEP]); the article is "
+                   "cut from its end.")
+define_stage_flags(do_train=True, do_eval=True, do_predict=False, learning_rate=1e-5, train_step=12000,
+                   warmup_step=1000)
 flags.DEFINE_float("dropout_prob", 0.1, "Dropout on each choice's pooled output before its score.")
-flags.DEFINE_integer("max_seq_length", 512, "Tokens per choice ([CLS] article [SEP] question+option [SEP]); "
-                     "the article is cut from its end.")
 flags.DEFINE_integer("max_qa_length", 128, "Question+option tokens kept (its last ones, where the option is).")
 flags.DEFINE_integer("num_keep_checkpoint", 5, "How many recent checkpoints to keep (model.ckpt-best is "
                      "kept apart).")
 flags.DEFINE_bool("high_only", False, "Use only the high-school questions.")
 flags.DEFINE_bool("middle_only", False, "Use only the middle-school questions.")
-flags.DEFINE_bool("do_train", True, "Whether to run training.")
-flags.DEFINE_bool("do_eval", True, "Whether to evaluate (every checkpoint) on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to evaluate the test set with the best checkpoint.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training (all replicas).")
-flags.DEFINE_integer("eval_batch_size", 8, "Batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
-flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate.")
-flags.DEFINE_integer("train_step", 12000, "Total number of training steps.")
-flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.")
-flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
 # The shared loop reads --keep_checkpoint_max: here it is the original's --num_keep_checkpoint.
 flags.DEFINE_alias("keep_checkpoint_max", "num_keep_checkpoint")
 
@@ -103,22 +87,14 @@ def task_and_job_from_flags():
     return task, job
 
 
-@reports_errors
-def main(argv) -> int:
-    del argv
-    logging.set_verbosity(logging.INFO)
-    task, job = task_and_job_from_flags()
-    run_and_report(task, job, FLAGS)
-    return 0
+main = finetuning_main(task_and_job_from_flags)
 
 
 # Shared flags with the original run_race's defaults: a checkpoint every 100 steps, 1000 steps per loop.
 define_flags(save_checkpoints_steps=100, iterations_per_loop=1000)
 
 
-def run() -> None:
-    """Console-script entry point (and what the checkout's launcher calls)."""
-    run_driver(main)
+run = entry_point(main)
 
 
 if __name__ == "__main__":

@@ -42,17 +42,16 @@ import os
 
 from absl import flags
 
-from albert_tf.cli import reports_errors, require_flags, run_driver
-from albert_tf.drivers.finetuning import albert_config_from_flags, job_from_flags, run_and_report
+from albert_tf.cli import entry_point, reports_errors, require_flags
+from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
+                                         job_from_flags, run_and_report)
 from albert_tf.training.flags import define_flags
-from albert_tf.training.optimizers import OPTIMIZERS
 from albert_tf.training.results import format_eval_results
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the pre-trained model.")
-flags.DEFINE_string("vocab_file", None, "Kept for compatibility; SQuAD uses --spm_model_file.")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model (e.g. 30k-clean.model).")
+define_model_flags(384, "Tokens per window, after SentencePiece.")
+define_stage_flags(do_train=False, do_eval=None, do_predict=False, learning_rate=5e-5)
 flags.DEFINE_string("output_dir", None, "Checkpoints, cached features and prediction files go here.")
 flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.")
 flags.DEFINE_string("predict_file", None, "SQuAD json to answer, e.g. dev-v1.1.json.")
@@ -63,22 +62,10 @@ flags.DEFINE_string("predict_feature_file", None,
 flags.DEFINE_string("predict_feature_left_file", None,
                     "JSON side file of the prediction features (what post-processing needs); "
                     "default <predict_feature_file>.json.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Checkpoint to start from (Google TF1 or albert_tf format).")
-flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module, as a local directory (its "
-                    "variables are used like --init_checkpoint; --albert_config_file is still needed).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 384, "Tokens per window, after SentencePiece.")
 flags.DEFINE_integer("doc_stride", 128, "Pieces between the starts of consecutive context windows.")
 flags.DEFINE_integer("max_query_length", 64, "Question pieces kept (longer questions are cut).")
-flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.")
-flags.DEFINE_bool("do_predict", False, "Answer the questions of --predict_file.")
-flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
-flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer (the original used AdamW).")
 flags.DEFINE_integer("n_best_size", 20, "Answers kept per question in nbest_predictions.json.")
 flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
@@ -191,9 +178,7 @@ def main(argv) -> int:
 define_flags()  # --distribution_strategy, --mixed_precision, --enable_xla, TPU flags, --seed, loop flags
 
 
-def run() -> None:
-    """Console-script entry point (and what the checkout's launcher calls)."""
-    run_driver(main)
+run = entry_point(main)
 
 
 if __name__ == "__main__":

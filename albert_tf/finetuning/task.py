@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import CachedSplit
+from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.keras import keras
 from albert_tf.training.results import ResultsLayout
 
@@ -108,3 +109,8 @@ class FineTuningTask(abc.ABC):
     def export(self, model: keras.Model, export_dir: str) -> dict[str, Any]:
         """Exports the model for serving; returns ``{name: path}``. Tasks without an export refuse."""
         raise ValueError(f"{self.name} has no export (--export_dir)")
+
+
+def model_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The encoder's inputs of a batch (``input_ids``, ``input_mask``, ``segment_ids``), without its labels."""
+    return {name: batch[name] for name in MODEL_INPUTS}

@@ -5,8 +5,7 @@ metrics, output files and SavedModel export; `task.GlueTask` puts them together 
 Light modules (processors, metrics, outputs) import without TensorFlow; the rest
 is imported lazily on first use.
 """
-import importlib
-from typing import Any
+from albert_tf.lazy import lazy_exports
 
 _PUBLIC = {
     "InputExample": "albert_tf.glue.processors",
@@ -25,10 +24,4 @@ _PUBLIC = {
     "GlueTask": "albert_tf.glue.task",
 }
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'albert_tf.glue' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, _PUBLIC)

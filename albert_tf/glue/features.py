@@ -27,7 +27,7 @@ from typing import Protocol, Sequence
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
-from albert_tf.data.records import SEQUENCE, RecordSchema
+from albert_tf.data.records import MODEL_INPUTS, SEQUENCE, RecordSchema, model_input_features
 from albert_tf.fileio import file_sha256
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
@@ -35,9 +35,7 @@ CLS, SEP = "[CLS]", "[SEP]"
 SEQ = SEQUENCE
 # The original's record; bump the version when the records change for the same inputs.
 SCHEMA = RecordSchema("glue", 1, (
-    ("input_ids", "int64", SEQ),
-    ("input_mask", "int64", SEQ),
-    ("segment_ids", "int64", SEQ),
+    *model_input_features(),
     ("label_ids", "int64", None),
     ("is_real_example", "int64", None),
 ))
@@ -57,9 +55,6 @@ def schema(regression: bool) -> RecordSchema:
 def feature_spec(max_seq_length: int, regression: bool) -> dict[str, tf.io.FixedLenFeature]:
     """Parsing spec of one record: the original's names, types and shapes."""
     return schema(regression).parse_spec(max_seq_length=max_seq_length)
-
-
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 @dataclasses.dataclass

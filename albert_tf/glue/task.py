@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs
 from albert_tf.glue import export, features, heads, metrics, outputs
 from albert_tf.glue.processors import GlueProcessor
 
@@ -64,7 +64,7 @@ class GlueTask(FineTuningTask):
         return heads.GlueClassifier(encoder, self.spec.num_labels, self.spec.is_regression)
 
     def loss(self, model, batch: Mapping[str, tf.Tensor], training: bool):
-        out = model(_model_inputs(batch), training=training)
+        out = model(model_inputs(batch), training=training)
         weight = tf.cast(batch["is_real_example"], tf.float32)
         loss = heads.loss_fn(out, batch["label_ids"], self.spec.is_regression, sample_weight=weight)
         if self.spec.is_regression:
@@ -74,7 +74,7 @@ class GlueTask(FineTuningTask):
         return loss, {"accuracy": (tf.reduce_sum(correct * weight), tf.reduce_sum(weight))}
 
     def outputs(self, model, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = model(_model_inputs(batch), training=False)
+        out = model(model_inputs(batch), training=False)
         return {"logits": out["logits"], "probabilities": out["probabilities"], "label_ids": batch["label_ids"]}
 
     def metrics(self, split: Split, gathered: Mapping[str, np.ndarray], step: int) -> dict[str, Any]:
@@ -93,10 +93,6 @@ class GlueTask(FineTuningTask):
                                         self.do_lower_case, self.threshold_to_export)
         logging.info("Exported the SavedModel to %s", path)
         return {"export": path}
-
-
-def _model_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    return {k: batch[k] for k in features.MODEL_INPUTS}
 
 
 def features_dir(output_dir: str, cached_dir: str | None) -> str:

@@ -14,17 +14,14 @@ import os
 from typing import Sequence
 
 from albert_tf.data.feature_cache import CachedSplit, cached_records
-from albert_tf.data.records import SEQUENCE, RecordSchema
+from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
 from albert_tf.fileio import file_sha256
 from albert_tf.race.data import NUM_CHOICES, RaceExample
 from albert_tf.race.features import Tokenizer, choice_inputs
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 CHOICES = (NUM_CHOICES, SEQUENCE)  # stored flat ([4 * max_seq_length]), parsed as [4, max_seq_length]
 SCHEMA = RecordSchema("race", 1, (
-    ("input_ids", "int64", CHOICES),
-    ("input_mask", "int64", CHOICES),
-    ("segment_ids", "int64", CHOICES),
+    *model_input_features(CHOICES),
     ("label_ids", "int64", None),
     ("is_real_example", "int64", None),
 ))

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs
 from albert_tf.race import outputs, records
 from albert_tf.race.data import race_files, read_race
 from albert_tf.race.features import Tokenizer
@@ -65,14 +65,14 @@ class RaceTask(FineTuningTask):
         return RaceModel(encoder, self.dropout_prob)
 
     def loss(self, model, batch: Mapping[str, tf.Tensor], training: bool):
-        logits = model(_model_inputs(batch), training=training)["logits"]
+        logits = model(model_inputs(batch), training=training)["logits"]
         weight = tf.cast(batch["is_real_example"], tf.float32)
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), batch["label_ids"]), tf.float32)
         return loss_fn(logits, batch["label_ids"], weight), {"accuracy": (tf.reduce_sum(correct * weight),
                                                                           tf.reduce_sum(weight))}
 
     def outputs(self, model, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = model(_model_inputs(batch), training=False)
+        out = model(model_inputs(batch), training=False)
         return {"logits": out["logits"], "probabilities": out["probabilities"]}
 
     def metrics(self, split: Split, gathered: Mapping[str, np.ndarray], step: int) -> dict[str, Any]:
@@ -88,7 +88,3 @@ class RaceTask(FineTuningTask):
         return {"predict_results": outputs.write_predict_results(output_dir, results),
                 "test_predictions": outputs.write_predictions(output_dir, split.examples,
                                                               gathered["probabilities"])}
-
-
-def _model_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    return {k: batch[k] for k in records.MODEL_INPUTS}

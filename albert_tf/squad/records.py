@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from albert_tf import tokenization
 from albert_tf.data.feature_cache import CachedSplit, cached_records
-from albert_tf.data.records import SEQUENCE, RecordSchema
+from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
 from albert_tf.fileio import file_sha256
 from albert_tf.squad import data, features
 
@@ -36,9 +36,7 @@ log = logging.getLogger(__name__)
 SEQ = SEQUENCE
 PREDICT_SCHEMA = RecordSchema("squad_predict", 1, (
     ("unique_ids", "int64", None),
-    ("input_ids", "int64", SEQ),
-    ("input_mask", "int64", SEQ),
-    ("segment_ids", "int64", SEQ),
+    *model_input_features(),
     ("p_mask", "int64", SEQ),
 ))
 TRAIN_SCHEMA = PREDICT_SCHEMA.extend("squad_train", (

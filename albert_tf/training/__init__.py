@@ -4,8 +4,7 @@ evaluation path, optimizers, schedule, strategies, input pipelines and flags.
 Names are imported lazily (as ``albert_tf`` does), so that light modules such as
 ``training.results`` load no TensorFlow; see ``loop.Trainer`` for the entry point.
 """
-import importlib
-from typing import Any
+from albert_tf.lazy import lazy_exports
 
 _PUBLIC = {
     "AdamWeightDecay": "albert_tf.training.optimizers",
@@ -37,10 +36,4 @@ _PUBLIC = {
     "write_eval_results": "albert_tf.training.results",
 }
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'albert_tf.training' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, _PUBLIC)
