@@ -53,8 +53,20 @@ def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: 
             f"of the ALBERT config; shorten inputs (e.g. --max_seq_length)")
 
 
+class _IdsModel(keras.Model):
+    """A model called on int32 id tensors (`dummy_inputs` makes them)."""
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """Keras' deserialisation builds a model by calling it on float placeholders of the
+        recorded input shapes; here the call is on int32 dummy inputs of the recorded length."""
+        shapes = config.get("input_shape")
+        ids = shapes.get("input_ids") if isinstance(shapes, Mapping) else None
+        seq_length = ids[-1] if ids and ids[-1] else 8
+        self(self.dummy_inputs(seq_length=seq_length))
+
+
 @serializable
-class AlbertModel(keras.Model):
+class AlbertModel(_IdsModel):
     """The ALBERT encoder, exactly as the original computes it.
 
     Call with a dict of int32 `input_ids`, `input_mask`, `segment_ids` ([B,S]);
@@ -145,7 +157,7 @@ def as_encoder(encoder: AlbertModel | AlbertConfig) -> AlbertModel:
     raise TypeError(f"expected an AlbertModel (or an AlbertConfig to build one), got {type(encoder).__name__}")
 
 
-class TaskModel(keras.Model):
+class TaskModel(_IdsModel):
     """A model made of an encoder (`.encoder`, an AlbertModel) and heads.
 
     Subclasses pass the encoder (or an AlbertConfig) to `__init__` first, build their
