@@ -61,8 +61,11 @@ class GlueClassifier(TaskModel):
         return {"num_labels": self.num_labels, "regression": self.regression, "dropout_rate": self.dropout_rate}
 
 
+_TF2_HEAD = "/classifier/output_weights"  # the head's attribute path in our checkpoints
+
+
 def _num_labels(heads: CheckpointHeads) -> dict[str, int]:
-    shape = heads.head_shape("output_weights", "/classifier/output_weights")
+    shape = heads.head_shape("output_weights", _TF2_HEAD)
     if shape is None:
         raise CheckpointError(f"--converted_model=classifier, but {heads.path} has no classifier head "
                               f"(output_weights)")
@@ -75,7 +78,7 @@ CLASSIFIER_KIND = register(ModelKind(
                                                              regression=num_labels == 1)),
     tf1_head_names=lambda model: projection_names("", model.classifier),  # top-level, as run_classifier's
     hf_architecture="AlbertForSequenceClassification", tf1_marker="output_weights",
-    tf2_marker="/classifier/output_weights/", build_options=_num_labels, description="GLUE classifier"))
+    tf2_marker=_TF2_HEAD + "/", build_options=_num_labels, description="GLUE classifier"))
 
 
 def build_classifier(config: AlbertConfig, task_name: str, use_one_hot_embeddings: bool = False) -> GlueClassifier:
