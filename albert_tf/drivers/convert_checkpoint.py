@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.weights.conversion import DIRECTIONS, MODEL_KINDS
 from albert_tf.cli import entry_point, reports_errors, require_flags
+from albert_tf.conversion import DIRECTIONS, model_kinds, model_kinds_help
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint_to_convert", None, "Checkpoint prefix or directory to read, or a Hugging Face "
@@ -29,10 +29,7 @@ flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model
                     "input, whose config.json is used).")
 flags.DEFINE_string("converted_checkpoint", None, "Prefix to write, e.g. out/model.ckpt; for *_to_hf the "
                     "folder to write.")
-flags.DEFINE_enum("converted_model", "auto", list(MODEL_KINDS),
-                  "What to convert: auto (what the input holds; a RACE head must be named), encoder, "
-                  "pretrainer (encoder + MLM + sentence-order heads), classifier (GLUE), squad (1.1), "
-                  "squad_v2 (TF formats only), race (run_race.py's model).")
+flags.DEFINE_enum("converted_model", "auto", list(model_kinds()), model_kinds_help())
 flags.DEFINE_enum("direction", "tf1_to_tf2", list(DIRECTIONS),
                   "tf1: Google's names; tf2: albert_tf's checkpoints; hf: a Hugging Face transformers folder.")
 flags.DEFINE_string("spm_model_file", None, "*_to_hf: the SentencePiece model, written as the folder's "
@@ -52,7 +49,7 @@ REQUIRED = ("checkpoint_to_convert", "converted_checkpoint")
 def main(argv) -> int:
     del argv
     require_flags(FLAGS, *REQUIRED)
-    from albert_tf.weights.conversion import convert
+    from albert_tf.conversion import convert
 
     done = convert(FLAGS.checkpoint_to_convert, FLAGS.converted_checkpoint, FLAGS.direction,
                    kind=FLAGS.converted_model, config_file=FLAGS.albert_config_file,

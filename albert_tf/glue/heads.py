@@ -3,7 +3,7 @@
 As the original's `create_model`: the projection's weights are the top-level TF1
 variables `output_weights` [num_labels, H] (stored [out, in]) and `output_bias`,
 initialised truncated-normal 0.02 / zeros (`modeling.heads.OutputProjection`; the
-names are assigned in `albert_tf.weights.names`); classification takes the softmax
+names are assigned by the `classifier` model kind below); classification takes the softmax
 cross-entropy, STS-B (one output) the squared error. The head runs in float32 under
 mixed precision so logits and losses keep full precision.
 """
@@ -14,15 +14,19 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.keras import keras
 from albert_tf.modeling.dropout import StatelessDropout
-from albert_tf.modeling.encoder import AlbertModel, as_encoder
+from albert_tf.modeling.encoder import AlbertModel, TaskModel, serializable
 from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.models import build
+from albert_tf.weights.errors import CheckpointError
+from albert_tf.weights.kinds import CheckpointHeads, ModelKind, register
+from albert_tf.weights.names import projection_names
 
 HEAD_DROPOUT = 0.1  # the original hard-codes keep_prob=0.9 on the pooled output
 
 
-class GlueClassifier(keras.Model):
+@serializable
+class GlueClassifier(TaskModel):
     """An encoder + classification (or regression) head for one GLUE task.
 
     Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, S].
@@ -34,11 +38,9 @@ class GlueClassifier(keras.Model):
     def __init__(self, encoder: AlbertModel | AlbertConfig, num_labels: int, regression: bool = False,
                  dropout_rate: float = HEAD_DROPOUT, **kwargs):
         kwargs.setdefault("name", "glue_classifier")
-        super().__init__(**kwargs)
         if regression and num_labels != 1:
             raise ValueError(f"a regression head has 1 output, got num_labels={num_labels}")
-        self.encoder = as_encoder(encoder)
-        self.config = self.encoder.config
+        super().__init__(encoder, **kwargs)
         self.num_labels = num_labels
         self.regression = regression
         self.dropout_rate = dropout_rate
@@ -55,17 +57,28 @@ class GlueClassifier(keras.Model):
             return {"logits": logits, "probabilities": logits}
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
-        return self.encoder.dummy_inputs(batch_size, seq_length)
+    def head_config(self) -> dict[str, Any]:
+        return {"num_labels": self.num_labels, "regression": self.regression, "dropout_rate": self.dropout_rate}
 
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": self.encoder.get_config(), "num_labels": self.num_labels,
-                "regression": self.regression, "dropout_rate": self.dropout_rate}
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "GlueClassifier":
-        config = dict(config)
-        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
+_TF2_HEAD = "/classifier/output_weights"  # the head's attribute path in our checkpoints
+
+
+def _num_labels(heads: CheckpointHeads) -> dict[str, int]:
+    shape = heads.head_shape("output_weights", _TF2_HEAD)
+    if shape is None:
+        raise CheckpointError(f"--converted_model=classifier, but {heads.path} has no classifier head "
+                              f"(output_weights)")
+    return {"num_labels": int(shape[0])}
+
+
+CLASSIFIER_KIND = register(ModelKind(
+    "classifier", GlueClassifier,
+    build=lambda config, num_labels=2: build(GlueClassifier(AlbertModel(config), num_labels,
+                                                             regression=num_labels == 1)),
+    tf1_head_names=lambda model: projection_names("", model.classifier),  # top-level, as run_classifier's
+    hf_architecture="AlbertForSequenceClassification", tf1_marker="output_weights",
+    tf2_marker=_TF2_HEAD + "/", build_options=_num_labels, description="GLUE classifier"))
 
 
 def build_classifier(config: AlbertConfig, task_name: str, use_one_hot_embeddings: bool = False) -> GlueClassifier:

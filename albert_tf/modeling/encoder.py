@@ -4,7 +4,8 @@ keras-hub's "backbone").
 Task models take an encoder rather than a config, so one encoder can be shared (a
 classifier built on a pretrainer's encoder trains the same weights) and each model
 builds only its head. `as_encoder` also accepts an AlbertConfig, which builds a fresh
-encoder: the short form for the common case.
+encoder: the short form for the common case. `TaskModel` is their common base: it holds
+the encoder and gives every task model the one `get_config` / `from_config` pair.
 """
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ from albert_tf.modeling.layers import (AlbertEmbeddings, SharedDense, Transforme
                                        use_weights)
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+KERAS_PACKAGE = "albert_tf"  # models serialise as "albert_tf>ClassName"
+
+
+def serializable(cls: type) -> type:
+    """Class decorator: registers a model class with Keras' serialisation (so that
+    `keras.saving.deserialize_keras_object` finds it by name)."""
+    return keras.saving.register_keras_serializable(package=KERAS_PACKAGE)(cls)
 
 
 class InputError(ValueError):
@@ -45,7 +53,20 @@ def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: 
             f"of the ALBERT config; shorten inputs (e.g. --max_seq_length)")
 
 
-class AlbertModel(keras.Model):
+class _IdsModel(keras.Model):
+    """A model called on int32 id tensors (`dummy_inputs` makes them)."""
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        """Keras' deserialisation builds a model by calling it on float placeholders of the
+        recorded input shapes; here the call is on int32 dummy inputs of the recorded length."""
+        shapes = config.get("input_shape")
+        ids = shapes.get("input_ids") if isinstance(shapes, Mapping) else None
+        seq_length = ids[-1] if ids and ids[-1] else 8
+        self(self.dummy_inputs(seq_length=seq_length))
+
+
+@serializable
+class AlbertModel(_IdsModel):
     """The ALBERT encoder, exactly as the original computes it.
 
     Call with a dict of int32 `input_ids`, `input_mask`, `segment_ids` ([B,S]);
@@ -134,3 +155,33 @@ def as_encoder(encoder: AlbertModel | AlbertConfig) -> AlbertModel:
     if isinstance(encoder, AlbertConfig):
         return AlbertModel(encoder)
     raise TypeError(f"expected an AlbertModel (or an AlbertConfig to build one), got {type(encoder).__name__}")
+
+
+class TaskModel(_IdsModel):
+    """A model made of an encoder (`.encoder`, an AlbertModel) and heads.
+
+    Subclasses pass the encoder (or an AlbertConfig) to `__init__` first, build their
+    heads, and list their own constructor arguments in `head_config`. `get_config`
+    stores the encoder's config beside those; `from_config` rebuilds the encoder and
+    hands it back, so every task model is rebuilt by this one method.
+    """
+
+    def __init__(self, encoder: AlbertModel | AlbertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = as_encoder(encoder)
+        self.config = self.encoder.config
+
+    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
+        return self.encoder.dummy_inputs(batch_size, seq_length)
+
+    def head_config(self) -> dict[str, Any]:
+        """The subclass's own constructor arguments (plain values)."""
+        return {}
+
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "encoder": self.encoder.get_config(), **self.head_config()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "TaskModel":
+        config = dict(config)
+        return cls(AlbertModel.from_config(config.pop("encoder")), **config)

@@ -5,7 +5,7 @@
 ([out, in]), in float32. It serves sentence order (`cls/seq_relationship`, on the
 pooled output), the GLUE and RACE classifiers (top-level `output_weights`), and the
 SQuAD 1.1 span head (`cls/squad`, on every position). The TF1 prefix is not the
-layer's business: `albert_tf.weights.names` assigns it per model.
+layer's business: each model's kind assigns it (`albert_tf.weights.kinds`).
 """
 from __future__ import annotations
 

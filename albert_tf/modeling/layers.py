@@ -1,8 +1,8 @@
 """Building blocks of the ALBERT encoder as Keras 2 layers.
 
 Each layer's weights carry the last part of the original's TF1 variable names
-(`gamma`, `beta`, `kernel`, `bias`, ...); the full names are assembled in one
-place, `albert_tf.weights.names`.
+(`gamma`, `beta`, `kernel`, `bias`, ...); the full names are assembled by
+`albert_tf.weights.names` (the encoder's) and each model's kind (its heads').
 
 Layers take plain arguments (sizes, rates, names of activations), not an
 AlbertConfig, so that `get_config()` is their constructor's arguments and

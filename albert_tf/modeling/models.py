@@ -7,11 +7,12 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
-from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, as_encoder, check_inputs
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, check_inputs, serializable
 from albert_tf.modeling.heads import MaskedLMHead, OutputProjection
 
 
-class AlbertPretrainer(keras.Model):
+@serializable
+class AlbertPretrainer(TaskModel):
     """Encoder + masked-LM head (tied to the word table) + sentence-order head.
 
     Inputs add int32 `masked_lm_positions` [B,P]; outputs add `mlm_logits`
@@ -20,11 +21,10 @@ class AlbertPretrainer(keras.Model):
 
     def __init__(self, encoder: AlbertModel | AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
-        super().__init__(**kwargs)
         if isinstance(encoder, AlbertConfig):
             encoder = AlbertModel(encoder, use_one_hot_embeddings)
-        self.encoder = as_encoder(encoder)
-        self.config = config = self.encoder.config
+        super().__init__(encoder, **kwargs)
+        config = self.config
         build(self.encoder)
         self.masked_lm = MaskedLMHead(config.vocab_size, config.embedding_size, config.hidden_act,
                                       config.initializer_range, name="predictions")
@@ -43,14 +43,6 @@ class AlbertPretrainer(keras.Model):
         inputs = self.encoder.dummy_inputs(batch_size, seq_length)
         inputs["masked_lm_positions"] = tf.zeros([batch_size, 2], tf.int32)
         return inputs
-
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": self.encoder.get_config()}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "AlbertPretrainer":
-        config = dict(config)
-        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
 
 
 def build(model: keras.Model) -> keras.Model:

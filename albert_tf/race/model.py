@@ -3,7 +3,7 @@
 As the original's `run_race.create_model`: inputs [B, 4, S] run as [B*4, S], the
 pooled output of each row, dropout `--dropout_prob`, then one `output_weights` [1, H]
 / `output_bias` [1] projection (`modeling.heads.OutputProjection`; its TF1 names are
-assigned in `albert_tf.weights.names`) gives a score per choice; the scores [B, 4] go
+assigned by the `race` model kind below) gives a score per choice; the scores [B, 4] go
 through a softmax cross-entropy over the choices. Dropout is keyed by example and
 choice (`dropout.rows_per_example`), so the masks do not depend on the device count.
 """
@@ -14,16 +14,18 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.keras import keras
 from albert_tf.modeling.dropout import StatelessDropout, rows_per_example
-from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, as_encoder
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, serializable
 from albert_tf.modeling.heads import OutputProjection
 from albert_tf.race.data import NUM_CHOICES
+from albert_tf.weights.kinds import ModelKind, register
+from albert_tf.weights.names import projection_names
 
 DEFAULT_DROPOUT = 0.1  # the original's --dropout_prob default
 
 
-class RaceModel(keras.Model):
+@serializable
+class RaceModel(TaskModel):
     """Encoder + one score per choice.
 
     Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, 4, S].
@@ -32,9 +34,7 @@ class RaceModel(keras.Model):
 
     def __init__(self, encoder: AlbertModel | AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT, **kwargs):
         kwargs.setdefault("name", "race_model")
-        super().__init__(**kwargs)
-        self.encoder = as_encoder(encoder)
-        self.config = self.encoder.config
+        super().__init__(encoder, **kwargs)
         self.dropout_rate = dropout_rate
         self.output_dropout = StatelessDropout(dropout_rate, name="output_dropout", dtype="float32")
         # Not named `classifier`: the converter tells a RACE checkpoint of ours from a GLUE one by this path.
@@ -58,13 +58,8 @@ class RaceModel(keras.Model):
         flat = self.encoder.dummy_inputs(batch_size * NUM_CHOICES, seq_length)
         return {k: tf.reshape(v, [batch_size, NUM_CHOICES, seq_length]) for k, v in flat.items()}
 
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": self.encoder.get_config(), "dropout_rate": self.dropout_rate}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "RaceModel":
-        config = dict(config)
-        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
+    def head_config(self) -> dict[str, Any]:
+        return {"dropout_rate": self.dropout_rate}
 
 
 def build_race_model(config: AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT,
@@ -73,6 +68,15 @@ def build_race_model(config: AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT
     model = RaceModel(AlbertModel(config, use_one_hot_embeddings=use_one_hot_embeddings), dropout_rate)
     model(model.dummy_inputs())
     return model
+
+
+# A TF1 RACE checkpoint looks like a one-label GLUE one (top-level output_weights), so
+# it has no TF1 marker: --converted_model=race names it.
+RACE_KIND = register(ModelKind(
+    "race", RaceModel, build=build_race_model,
+    tf1_head_names=lambda model: projection_names("", model.choice_scorer),  # top-level [1, H], as run_race's
+    hf_architecture="AlbertForMultipleChoice", tf2_marker="/choice_scorer/output_weights/",
+    description="run_race.py's model"))
 
 
 def per_example_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

@@ -13,7 +13,8 @@
 
 Heads compute in float32 under mixed precision (logits, masks at -1e30 and
 log-softmaxes need it). Models: ``SquadV1Model`` / ``SquadV2Model`` are handed an
-``AlbertModel`` (``.encoder``); their TF1 names are in ``albert_tf.weights.names``.
+``AlbertModel`` (``.encoder``); their TF1 names and converter facts are their model
+kinds at the end of this module.
 """
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import StatelessDropout
-from albert_tf.modeling.encoder import AlbertModel, as_encoder
+from albert_tf.modeling.encoder import AlbertModel, TaskModel, serializable
 from albert_tf.modeling.heads import OutputProjection
 from albert_tf.modeling.layers import LayerNorm, dense
+from albert_tf.weights.kinds import ModelKind, register
+from albert_tf.weights.names import dense_names, layer_norm_names, projection_names
 
 NEG_INF = 1e30  # the original's mask value
 
@@ -145,7 +148,8 @@ def squad_loss(outputs: Mapping[str, tf.Tensor], features: Mapping[str, tf.Tenso
 
 # --- models -------------------------------------------------------------------
 
-class SquadV1Model(keras.Model):
+@serializable
+class SquadV1Model(TaskModel):
     """An encoder + linear span head. Inputs: int32 ``input_ids``, ``input_mask``,
     ``segment_ids`` [B,S]. Outputs: float32 ``start_logits``, ``end_logits`` [B,S]."""
 
@@ -153,9 +157,7 @@ class SquadV1Model(keras.Model):
 
     def __init__(self, encoder: AlbertModel | AlbertConfig, **kwargs):
         kwargs.setdefault("name", "squad_v1")
-        super().__init__(**kwargs)
-        self.encoder = as_encoder(encoder)
-        self.config = self.encoder.config
+        super().__init__(encoder, **kwargs)
         self.head = OutputProjection(2, self.config.initializer_range, name="squad")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
@@ -163,19 +165,9 @@ class SquadV1Model(keras.Model):
         logits = self.head(sequence)
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
-    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:
-        return self.encoder.dummy_inputs(batch_size, seq_length)
 
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": self.encoder.get_config()}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "SquadV1Model":
-        config = dict(config)
-        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
-
-
-class SquadV2Model(keras.Model):
+@serializable
+class SquadV2Model(TaskModel):
     """An encoder + XLNet-style head. Inputs add int32 ``p_mask`` [B,S]. With a
     ``start_positions`` input (training features) the end logits are conditioned
     on it and the outputs are log-probs, so the loss is defined in training and
@@ -187,9 +179,7 @@ class SquadV2Model(keras.Model):
     def __init__(self, encoder: AlbertModel | AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
                  dropout_prob: float = 0.1, **kwargs):
         kwargs.setdefault("name", "squad_v2")
-        super().__init__(**kwargs)
-        self.encoder = as_encoder(encoder)
-        self.config = self.encoder.config
+        super().__init__(encoder, **kwargs)
         self.start_n_top, self.end_n_top, self.dropout_prob = start_n_top, end_n_top, dropout_prob
         self.head = SquadV2Head(self.config.hidden_size, self.config.initializer_range, start_n_top, end_n_top,
                                 dropout_prob, name="squad_v2_head")
@@ -205,14 +195,8 @@ class SquadV2Model(keras.Model):
         inputs["p_mask"] = tf.zeros([batch_size, seq_length], tf.int32)
         return inputs
 
-    def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "encoder": self.encoder.get_config(), "start_n_top": self.start_n_top,
-                "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any], custom_objects=None) -> "SquadV2Model":
-        config = dict(config)
-        return cls(AlbertModel.from_config(config.pop("encoder")), **config)
+    def head_config(self) -> dict[str, Any]:
+        return {"start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "dropout_prob": self.dropout_prob}
 
 
 def build_squad_model(config: AlbertConfig, version_2: bool, start_n_top: int = 5,
@@ -226,3 +210,27 @@ def build_squad_model(config: AlbertConfig, version_2: bool, start_n_top: int = 
         model = SquadV1Model(AlbertModel(config))
         model(model.dummy_inputs())
     return model
+
+
+def _v2_head_names(model: SquadV2Model) -> dict[str, tf.Variable]:
+    """The original create_v2_model's variable names."""
+    head = model.head
+    return {
+        **dense_names("start_logits/dense", head.start_dense),
+        **dense_names("end_logits/dense_0", head.end_dense_0),
+        **layer_norm_names("end_logits/LayerNorm", head.end_layer_norm),
+        **dense_names("end_logits/dense_1", head.end_dense_1),
+        **dense_names("answer_class/dense_0", head.answer_dense_0),
+        **dense_names("answer_class/dense_1", head.answer_dense_1),
+    }
+
+
+SQUAD_KIND = register(ModelKind(
+    "squad", SquadV1Model, build=lambda config: build_squad_model(config, version_2=False),
+    tf1_head_names=lambda model: projection_names("cls/squad", model.head),
+    hf_architecture="AlbertForQuestionAnswering", tf1_marker="cls/squad/output_weights",
+    tf2_marker="/head/output_weights/", description="SQuAD 1.1 span head"))
+SQUAD_V2_KIND = register(ModelKind(
+    "squad_v2", SquadV2Model, build=lambda config: build_squad_model(config, version_2=True),
+    tf1_head_names=_v2_head_names, tf1_marker="answer_class/dense_0/kernel", tf2_marker="/head/start_dense/",
+    description="SQuAD 2.0 head (XLNet-style, with answer verifier)"))

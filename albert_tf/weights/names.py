@@ -4,16 +4,17 @@ checkpoints <-> its name in Hugging Face `transformers` files.
 It serves loading Google and Hugging Face checkpoints, converting in every
 direction and `--init_from_group0`. Nothing else in the package spells a TF1 or
 Hugging Face tensor name: models and their heads carry only the last part of a
-name (`output_weights`, `kernel`), and `HEAD_NAMES` below says, per model class,
-where each head sits in Google's checkpoints. A new task model adds one row.
+name (`output_weights`, `kernel`). The encoder's and the pretraining heads' TF1
+names are here; a task model's heads are named by its kind (`albert_tf.weights.kinds`,
+declared next to the model class with the helpers below).
 """
 from __future__ import annotations
 
 import re
 
-import tensorflow as tf
+from typing import Optional
 
-from typing import Callable, Optional
+import tensorflow as tf
 
 from albert_tf.keras import keras
 from albert_tf.modeling.encoder import AlbertModel
@@ -32,14 +33,16 @@ def is_weight_name(name: str) -> bool:
     return not _NON_WEIGHT.search(name)
 
 
-def _dense(prefix: str, layer: keras.layers.Dense) -> dict[str, tf.Variable]:
+def dense_names(prefix: str, layer: keras.layers.Dense) -> dict[str, tf.Variable]:
+    """`<prefix>/kernel` (and `<prefix>/bias`) of a Dense layer."""
     names = {f"{prefix}/kernel": layer.kernel}
     if layer.use_bias:
         names[f"{prefix}/bias"] = layer.bias
     return names
 
 
-def _layer_norm(prefix: str, layer: LayerNorm) -> dict[str, tf.Variable]:
+def layer_norm_names(prefix: str, layer: LayerNorm) -> dict[str, tf.Variable]:
+    """`<prefix>/gamma` and `<prefix>/beta` of a LayerNorm."""
     return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
 
 
@@ -50,82 +53,52 @@ def encoder_names(encoder) -> dict[str, tf.Variable]:
         "bert/embeddings/word_embeddings": emb.word_embeddings,
         "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
         "bert/embeddings/position_embeddings": emb.position_embeddings,
-        **_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm),
+        **layer_norm_names("bert/embeddings/LayerNorm", emb.layer_norm),
     }
     if encoder.embedding_hidden_mapping_in is not None:
-        names.update(_dense("bert/encoder/embedding_hidden_mapping_in", encoder.embedding_hidden_mapping_in))
+        names.update(dense_names("bert/encoder/embedding_hidden_mapping_in", encoder.embedding_hidden_mapping_in))
     for g, group in enumerate(encoder.groups):
         for i, block in enumerate(group):
             p = f"bert/encoder/transformer/group_{g}/inner_group_{i}"
             att = block.attention
-            names.update(_dense(f"{p}/attention_1/self/query", att.query))
-            names.update(_dense(f"{p}/attention_1/self/key", att.key))
-            names.update(_dense(f"{p}/attention_1/self/value", att.value))
-            names.update(_dense(f"{p}/attention_1/output/dense", att.output_dense))
-            names.update(_layer_norm(f"{p}/LayerNorm", block.attention_layer_norm))
-            names.update(_dense(f"{p}/ffn_1/intermediate/dense", block.intermediate))
-            names.update(_dense(f"{p}/ffn_1/intermediate/output/dense", block.ffn_output))
-            names.update(_layer_norm(f"{p}/LayerNorm_1", block.output_layer_norm))
-    names.update(_dense("bert/pooler/dense", encoder.pooler))
+            names.update(dense_names(f"{p}/attention_1/self/query", att.query))
+            names.update(dense_names(f"{p}/attention_1/self/key", att.key))
+            names.update(dense_names(f"{p}/attention_1/self/value", att.value))
+            names.update(dense_names(f"{p}/attention_1/output/dense", att.output_dense))
+            names.update(layer_norm_names(f"{p}/LayerNorm", block.attention_layer_norm))
+            names.update(dense_names(f"{p}/ffn_1/intermediate/dense", block.intermediate))
+            names.update(dense_names(f"{p}/ffn_1/intermediate/output/dense", block.ffn_output))
+            names.update(layer_norm_names(f"{p}/LayerNorm_1", block.output_layer_norm))
+    names.update(dense_names("bert/pooler/dense", encoder.pooler))
     return names
 
 
-def _linear(prefix: str, layer) -> dict[str, tf.Variable]:
-    """An OutputProjection: `<prefix>/output_weights` [units, H] and `<prefix>/output_bias`."""
+def projection_names(prefix: str, layer) -> dict[str, tf.Variable]:
+    """An OutputProjection: `<prefix>/output_weights` [units, H] and `<prefix>/output_bias`
+    (top-level names for an empty prefix)."""
     slash = f"{prefix}/" if prefix else ""
     return {f"{slash}output_weights": layer.output_weights, f"{slash}output_bias": layer.output_bias}
 
 
-def _pretraining_heads(pretrainer) -> dict[str, tf.Variable]:
+def pretraining_head_names(pretrainer) -> dict[str, tf.Variable]:
+    """TF1 name -> variable for an AlbertPretrainer's masked-LM and sentence-order heads."""
     mlm = pretrainer.masked_lm
     return {
-        **_dense("cls/predictions/transform/dense", mlm.transform),
-        **_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm),
+        **dense_names("cls/predictions/transform/dense", mlm.transform),
+        **layer_norm_names("cls/predictions/transform/LayerNorm", mlm.layer_norm),
         "cls/predictions/output_bias": mlm.output_bias,
-        **_linear("cls/seq_relationship", pretrainer.sentence_order),
+        **projection_names("cls/seq_relationship", pretrainer.sentence_order),
     }
-
-
-def _squad_v2_head(model) -> dict[str, tf.Variable]:
-    """The XLNet-style span head with answer verifier (ALBERT's squad_utils.create_v2_model)."""
-    head = model.head
-    return {
-        **_dense("start_logits/dense", head.start_dense),
-        **_dense("end_logits/dense_0", head.end_dense_0),
-        **_layer_norm("end_logits/LayerNorm", head.end_layer_norm),
-        **_dense("end_logits/dense_1", head.end_dense_1),
-        **_dense("answer_class/dense_0", head.answer_dense_0),
-        **_dense("answer_class/dense_1", head.answer_dense_1),
-    }
-
-
-# Model class name -> its heads' TF1 names (the encoder's are `encoder_names`). Keyed by
-# name, not class, so this floor imports no task package; subclasses inherit their row.
-HEAD_NAMES: dict[str, Callable[[object], dict[str, tf.Variable]]] = {
-    "AlbertModel": lambda model: {},
-    "AlbertPretrainer": _pretraining_heads,
-    "GlueClassifier": lambda model: _linear("", model.classifier),  # top-level, as run_classifier's
-    "SquadV1Model": lambda model: _linear("cls/squad", model.head),
-    "SquadV2Model": _squad_v2_head,
-    "RaceModel": lambda model: _linear("", model.choice_scorer),  # top-level [1, H], as run_race's
-}
-
-
-# A TF1 name that only a checkpoint of this model kind holds, for the converter's
-# `--converted_model=auto` (checked in this order).
-KIND_MARKERS = (("squad", "cls/squad/output_weights"), ("squad_v2", "answer_class/dense_0/kernel"),
-                ("classifier", "output_weights"), ("pretrainer", "cls/predictions/output_bias"))
 
 
 def tf1_name_map(model) -> dict[str, tf.Variable]:
-    """TF1 name -> variable for a built AlbertModel, AlbertPretrainer or task model
-    (one with an `.encoder` and a row in `HEAD_NAMES`)."""
-    heads = next((HEAD_NAMES[cls.__name__] for cls in type(model).__mro__ if cls.__name__ in HEAD_NAMES), None)
-    if heads is None:
-        raise TypeError(f"{type(model).__name__} has no TF1 names: add its heads to HEAD_NAMES in "
-                        f"albert_tf/weights/names.py")
+    """TF1 name -> variable for a built model of a registered kind (an AlbertModel, or a
+    model with an `.encoder` whose kind names its heads)."""
+    from albert_tf.weights import kinds  # kinds names the core models' heads with this module
+
+    kind = kinds.kind_of(model)
     encoder = model if isinstance(model, AlbertModel) else model.encoder
-    return {**encoder_names(encoder), **heads(model)}
+    return {**encoder_names(encoder), **kind.tf1_head_names(model)}
 
 
 def group0_source_name(name: str) -> str:

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer, load_checkpoint
 from albert_tf.weights import CheckpointError, save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
-from albert_tf.weights.conversion import convert
+from albert_tf.conversion import convert
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-4

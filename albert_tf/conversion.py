@@ -1,8 +1,10 @@
-"""What convert_checkpoint.py does: find the input's format and model, build that
+"""What convert_checkpoint.py does: find the input's format and model kind, build that
 model, load the input into it and write it in the target format.
 
-Going through a model checks every tensor against the config before anything is
-written, and is exact: values pass through float32 variables unchanged.
+It sits above the tasks: importing their model modules registers their kinds
+(`albert_tf.weights.kinds`), and everything below walks the registry. Going through a
+model checks every tensor against the config before anything is written, and is
+exact: values pass through float32 variables unchanged.
 """
 from __future__ import annotations
 
@@ -12,11 +14,15 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.weights import hf
+# Imported for their model kinds (each module registers its own).
+import albert_tf.glue.heads  # noqa: F401
+import albert_tf.race.model  # noqa: F401
+import albert_tf.squad.heads  # noqa: F401
+from albert_tf.weights import hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 from albert_tf.weights.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
-                                           resolve_checkpoint)
+                                      resolve_checkpoint)
 from albert_tf.weights.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
 DIRECTIONS = {
@@ -24,21 +30,6 @@ DIRECTIONS = {
     "hf_to_tf1": ("hf", "tf1"), "tf1_to_hf": ("tf1", "hf"),
     "hf_to_tf2": ("hf", "tf2"), "tf2_to_hf": ("tf2", "hf"),
 }
-# What is converted. `race` is Google's RACE head (top-level output_weights [1,H]),
-# held by albert_tf.race.model.RaceModel.
-MODEL_KINDS = ("auto", "encoder", "pretrainer", "classifier", "squad", "squad_v2", "race")
-HF_ARCHITECTURE = {
-    "encoder": "AlbertModel",
-    "pretrainer": "AlbertForPreTraining",
-    "classifier": "AlbertForSequenceClassification",
-    "squad": "AlbertForQuestionAnswering",
-    "race": "AlbertForMultipleChoice",
-}
-_KIND_OF_ARCHITECTURE = {**{arch: kind for kind, arch in HF_ARCHITECTURE.items()},
-                         "AlbertForMaskedLM": "pretrainer"}  # its sentence-order head is missing
-# The same heads in our object-based checkpoints (attribute paths of the task models).
-_TF2_HEAD_PATHS = (("race", "/choice_scorer/output_weights/"), ("squad", "/head/output_weights/"), ("squad_v2", "/head/start_dense/"),
-                   ("classifier", "/classifier/output_weights/"), ("pretrainer", "/masked_lm/"))
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 CONFIG_BESIDE_OUTPUT = "albert_config.json"
 
@@ -58,6 +49,26 @@ class _Source:
     shapes: dict[str, tuple]  # TF1 names (tf1, hf) or object-graph keys (tf2)
     hf_checkpoint: Optional[hf.HFCheckpoint] = None
 
+    def head_shape(self, tf1_name: str, tf2_path: str) -> Optional[tuple]:
+        """kinds.CheckpointHeads: a head tensor's shape, None if absent."""
+        if self.format != "tf2":
+            return self.shapes.get(tf1_name)
+        return next((s for k, s in self.shapes.items() if k.endswith(tf2_path + _VALUE_SUFFIX)), None)
+
+
+def model_kinds() -> tuple[str, ...]:
+    """--converted_model's values: auto and every registered kind."""
+    return (kinds.AUTO,) + tuple(kind.name for kind in kinds.kinds())
+
+
+def model_kinds_help() -> str:
+    """--converted_model's help, from the registry."""
+    named = [kind.name for kind in kinds.kinds() if kind.tf1_marker is None and kind is not kinds.ENCODER]
+    auto = "what the input holds" + (f"; {', '.join(named)} must be named for a TF1 input" if named else "")
+    described = [f"{kind.name} ({kind.description}{'' if kind.hf_architecture else '; TF formats only'})"
+                 for kind in kinds.kinds()]
+    return f"What to convert: {kinds.AUTO} ({auto}), " + ", ".join(described) + "."
+
 
 def _read_source(path: str) -> _Source:
     if hf.is_hf_checkpoint(path):
@@ -72,61 +83,26 @@ def _read_source(path: str) -> _Source:
     return _Source(path, fmt, {k: tuple(v) for k, v in shapes.items()})
 
 
-def _detect_kind(source: _Source) -> str:
+def _detect_kind(source: _Source) -> kinds.ModelKind:
     if source.format == "hf" and source.hf_checkpoint.architecture:
         architecture = source.hf_checkpoint.architecture
-        if architecture not in _KIND_OF_ARCHITECTURE:
+        found = [kind for kind in kinds.kinds() if architecture in (kind.hf_architecture, *kind.hf_also_reads)]
+        if not found:
             raise CheckpointError(f"{source.hf_checkpoint.config_path}: {architecture} has no albert_tf "
                                   f"counterpart; pass --converted_model=encoder to convert its encoder")
-        return _KIND_OF_ARCHITECTURE[architecture]
+        return found[0]  # kinds.register keeps Hugging Face classes to one kind each
     if source.format == "tf2":
-        for kind, path in _TF2_HEAD_PATHS:
-            if any(path in key for key in source.shapes):
-                return kind
-        return "encoder"
-    for kind, name in name_table.KIND_MARKERS:
-        if name in source.shapes:
-            return kind
-    return "encoder"
-
-
-def _num_labels(source: _Source, kind: str) -> int:
-    if source.format == "tf2":
-        shapes = [s for k, s in source.shapes.items() if k.endswith("/classifier/output_weights" + _VALUE_SUFFIX)]
+        found = [kind for kind in kinds.kinds()
+                 if kind.tf2_marker and any(kind.tf2_marker in key for key in source.shapes)]
     else:
-        shapes = [source.shapes["output_weights"]] if "output_weights" in source.shapes else []
-    if not shapes:
-        raise CheckpointError(f"--converted_model={kind}, but {source.path} has no classifier head "
-                              f"(output_weights)")
-    return int(shapes[0][0])
-
-
-def build_model(kind: str, config, num_labels: Optional[int] = None):
-    """A built model of `kind` for `config` (`num_labels` for a classifier)."""
-    from albert_tf.modeling.encoder import AlbertModel
-    from albert_tf.modeling.models import AlbertPretrainer, build
-
-    if kind == "encoder":
-        return build(AlbertModel(config))
-    if kind == "pretrainer":
-        return build(AlbertPretrainer(config))
-    if kind == "classifier":
-        from albert_tf.glue.heads import GlueClassifier
-
-        return build(GlueClassifier(AlbertModel(config), num_labels, regression=num_labels == 1))
-    if kind == "race":
-        from albert_tf.race.model import build_race_model
-
-        return build_race_model(config)
-    from albert_tf.squad.heads import build_squad_model
-
-    return build_squad_model(config, version_2=kind == "squad_v2")
-
-
-def _refuse_unconvertible(kind: str, source_format: str, target_format: str) -> None:
-    if kind == "squad_v2" and target_format == "hf":
-        raise CheckpointError("the SQuAD 2.0 head (XLNet-style, with answer verifier) has no counterpart in "
-                              "transformers; --converted_model=encoder converts the encoder alone")
+        found = [kind for kind in kinds.kinds() if kind.tf1_marker and kind.tf1_marker in source.shapes]
+    # Fine-tuning starts from a pretraining checkpoint, whose heads a task's checkpoint
+    # may still hold: a task's marker outweighs the pretrainer's.
+    tasks = [kind for kind in found if kind is not kinds.PRETRAINER]
+    if len(tasks) > 1:
+        raise CheckpointError(f"{source.path} holds the heads of several model kinds "
+                              f"({', '.join(kind.name for kind in tasks)}); name one with --converted_model")
+    return (tasks or found or [kinds.ENCODER])[0]
 
 
 def _config(config_file: Optional[str], source: _Source):
@@ -151,8 +127,8 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     then written beside a TF output as albert_config.json."""
     if direction not in DIRECTIONS:
         raise CheckpointError(f"unknown direction {direction}; expected one of {', '.join(DIRECTIONS)}")
-    if kind not in MODEL_KINDS:
-        raise CheckpointError(f"unknown model kind {kind}; expected one of {', '.join(MODEL_KINDS)}")
+    if kind not in model_kinds():
+        raise CheckpointError(f"unknown model kind {kind}; expected one of {', '.join(model_kinds())}")
     source_format, target_format = DIRECTIONS[direction]
     if spm_model_file and target_format != "hf":
         raise CheckpointError("--spm_model_file is written only into a Hugging Face folder (*_to_hf)")
@@ -161,9 +137,11 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
         raise CheckpointError(f"--direction={direction} expects a {source_format} checkpoint, but {path} is "
                               f"in {source.format} format")
     config = _config(config_file, source)
-    kind = _detect_kind(source) if kind == "auto" else kind
-    _refuse_unconvertible(kind, source_format, target_format)
-    model = build_model(kind, config, _num_labels(source, kind) if kind == "classifier" else None)
+    kind = _detect_kind(source) if kind == kinds.AUTO else kinds.get(kind)
+    if target_format == "hf" and kind.hf_architecture is None:
+        raise CheckpointError(f"the {kind.description or kind.name} has no counterpart in transformers; "
+                              f"--converted_model=encoder converts the encoder alone")
+    model = kind.build(config, **(kind.build_options(source) if kind.build_options else {}))
     if source.hf_checkpoint is not None:
         report = load_hf_checkpoint(model, source.hf_checkpoint, allow_missing_heads=allow_missing_heads,
                                     init_from_group0=init_from_group0)
@@ -171,7 +149,7 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
         report = load_checkpoint(model, path, allow_missing_heads=allow_missing_heads,
                                  init_from_group0=init_from_group0)
     if target_format == "hf":
-        written = save_hf_checkpoint(model, output, HF_ARCHITECTURE[kind], spm_model_file=spm_model_file,
+        written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
                                      do_lower_case=do_lower_case)
     else:
         written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
@@ -179,4 +157,4 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     if target_format != "hf" and not config_file:
         config_written = os.path.join(os.path.dirname(os.path.abspath(output)), CONFIG_BESIDE_OUTPUT)
         config.to_json_file(config_written)
-    return Conversion(kind, report, written, config_written)
+    return Conversion(kind.name, report, written, config_written)
