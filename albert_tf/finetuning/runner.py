@@ -103,20 +103,23 @@ class _Runner:
         return model
 
     # ---- evaluation ----
-    def gather(self, model, split: Split, batch_size: int) -> dict[str, np.ndarray]:
+    def output_runner(self, model) -> BatchRunner:
+        """Runs the task's outputs step on a batch (traced once, kept for every evaluation)."""
+        return BatchRunner(lambda batch: {**self.task.outputs(model, batch), datasets.IS_REAL: batch[datasets.IS_REAL]})
+
+    def gather(self, runner: BatchRunner, split: Split, batch_size: int) -> dict[str, np.ndarray]:
         """The task's outputs for every real record of ``split``, in file order."""
-        runner = BatchRunner(lambda batch: {**self.task.outputs(model, batch),
-                                            datasets.IS_REAL: batch[datasets.IS_REAL]})
         return gather_real_examples(runner, datasets.eval_dataset(split.cached, batch_size),
                                     split.cached.num_records, f"{self.task.name} records")
 
     def evaluation(self, model) -> Callable[[str], dict[str, Any]]:
         """``evaluate(checkpoint_path)``: the task's metrics of the model's current weights on dev."""
         dev = self.task.load_split("dev")
+        runner = self.output_runner(model)
 
         def evaluate(checkpoint_path: str) -> dict[str, Any]:
             step = int(files.step_of(checkpoint_path) or 0)
-            results = self.task.metrics(dev, self.gather(model, dev, self.job.eval_batch_size), step)
+            results = self.task.metrics(dev, self.gather(runner, dev, self.job.eval_batch_size), step)
             write_scalars(os.path.join(self.job.output_dir, "eval"), step,
                           {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
                            and isinstance(v, (int, float))})
@@ -168,7 +171,7 @@ class _Runner:
 
     def predict(self, model, weights: str) -> dict[str, Any]:
         test = self.task.load_split("test")
-        outputs = self.gather(model, test, self.job.predict_batch_size)
+        outputs = self.gather(self.output_runner(model), test, self.job.predict_batch_size)
         context = PredictContext(weights, weights_step(self.job.output_dir, weights, self.task.key_metric),
                                  selected=self.job.do_eval)
         written = self.task.write_predictions(self.job.output_dir, test, outputs, context)

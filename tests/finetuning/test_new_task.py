@@ -15,8 +15,13 @@ from albert_tf.data.feature_cache import cached_records
 from albert_tf.data.records import SEQUENCE, RecordSchema
 from albert_tf.finetuning import FineTuningJob, FineTuningTask, PredictContext, Split, run
 from albert_tf.keras import keras
+from albert_tf.modeling.encoder import AlbertModel, TaskModel
+from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.models import build
 from albert_tf.training import TrainConfig, create_optimizer
 from albert_tf.training.results import ResultsLayout
+from albert_tf.weights.kinds import ModelKind, register, unregister
+from albert_tf.weights.names import projection_names
 
 # ---- 1. Data: the examples of a split and their records ----
 SCHEMA = RecordSchema("similarity", 1, (
@@ -41,19 +46,22 @@ def encode(a, b, seq):
     return {"input_ids": ids + pad, "input_mask": [1] * len(ids) + pad, "segment_ids": segments + pad}
 
 
-# ---- 2. The head: a score from the pooled output ----
-class SimilarityModel(keras.Model):
+# ---- 2. The head: a score from the pooled output, and its model kind (how its weights are named) ----
+@keras.saving.register_keras_serializable(package="albert_tf_tests")
+class SimilarityModel(TaskModel):
     def __init__(self, encoder, **kwargs):
-        super().__init__(**kwargs)
-        self.encoder = encoder
-        self.scorer = keras.layers.Dense(1, name="scorer")
+        super().__init__(encoder, **kwargs)
+        self.scorer = OutputProjection(1, self.config.initializer_range, name="scorer")
 
     def call(self, inputs, training=None):
         pooled = self.encoder(inputs, training=training)["pooled_output"]
-        return {"score": tf.squeeze(tf.cast(self.scorer(pooled), tf.float32), -1)}
+        return {"score": tf.squeeze(self.scorer(pooled), -1)}
 
-    def dummy_inputs(self, batch_size=1, seq_length=8):
-        return self.encoder.dummy_inputs(batch_size, seq_length)
+
+SIMILARITY = ModelKind("similarity", SimilarityModel, build=lambda config: build(SimilarityModel(AlbertModel(config))),
+                       tf1_head_names=lambda model: projection_names("cls/similarity", model.scorer),
+                       tf1_marker="cls/similarity/output_weights", tf2_marker="/scorer/output_weights/",
+                       description="sentence-pair similarity of a test")
 
 
 # ---- 3. The task: data, model, loss, outputs, metrics, files ----
@@ -114,20 +122,28 @@ def _write_split(path, rows):
 
 @pytest.fixture
 def pairs_dir(tmp_path):
-    """Pairs whose score is the share of the first sentence's words found in the second."""
+    """Pairs whose score is the share of the first sentence's words found in the second (first sentences
+    use the first half of the words, so what the second one adds is told by its words alone)."""
     rng = np.random.default_rng(0)
     for split, n in (("train", 96), ("dev", 32), ("test", 10)):
         rows = []
         for _ in range(n):
-            a = rng.choice(WORDS, 3, replace=False)
+            a = rng.choice(WORDS[:6], 3, replace=False)
             shared = int(rng.integers(0, 4))
-            b = [*a[:shared], *rng.choice([w for w in WORDS if w not in a], 3 - shared, replace=False)]
+            b = [*a[:shared], *rng.choice(WORDS[6:], 3 - shared, replace=False)]
             rows.append([" ".join(a), " ".join(rng.permutation(b)), shared / 3])
         _write_split(tmp_path / f"{split}.tsv", rows)
     return tmp_path
 
 
-def test_a_task_defined_here_runs_end_to_end(pairs_dir, tmp_path):
+@pytest.fixture
+def similarity_kind():
+    register(SIMILARITY)
+    yield SIMILARITY
+    unregister(SIMILARITY.name)
+
+
+def test_a_task_defined_here_runs_end_to_end(pairs_dir, tmp_path, similarity_kind):
     output_dir = str(tmp_path / "out")
     task = SimilarityTask(str(pairs_dir), str(tmp_path / "cache"))
     job = FineTuningJob(output_dir=output_dir, albert_config=CONFIG, do_train=True, do_eval=True, do_predict=True,
@@ -143,7 +159,7 @@ def test_a_task_defined_here_runs_end_to_end(pairs_dir, tmp_path):
               for block in open(produced["eval_results"]).read().split("=" * 50) if block.strip()]
     assert [int(b["global_step"]) for b in blocks] == [10, 20, 30, 40]
     pearsons = [float(b["pearson"]) for b in blocks]
-    assert pearsons[-1] > 0.5, pearsons  # it learned the task (a measured run: 0.9 after 40 steps)
+    assert pearsons[-1] > 0.8, pearsons  # it learned the task (measured: 0.54, 0.92, 0.93, 0.95)
     # The best by the key metric was kept, and it is that step's checkpoint.
     best_step = 10 * (1 + int(np.argmax(pearsons)))
     assert open(os.path.join(output_dir, "best_trial.txt")).read().split(":")[1] == str(best_step)
@@ -158,7 +174,6 @@ def test_a_task_defined_here_runs_end_to_end(pairs_dir, tmp_path):
     lines = open(produced["predictions"]).read().splitlines()
     rows = read_pairs(pairs_dir / "test.tsv")
     assert [line.split("\t")[:2] for line in lines] == [[a, b] for a, b, _ in rows]
-    from albert_tf.modeling.encoder import AlbertModel
     from albert_tf.weights import load_checkpoint
 
     model = SimilarityModel(AlbertModel(CONFIG))
