@@ -111,7 +111,6 @@ def run_and_report(task, job, f: flags.FlagValues) -> dict[str, Any]:
 def finetuning_main(task_and_job_from_flags: Callable[[], tuple]) -> Callable[[list[str]], int]:
     """A driver's ``main``: flags → (task, job) → ``run``, each output's place logged."""
 
-    @reports_errors
     def main(argv: list[str]) -> int:
         del argv
         logging.set_verbosity(logging.INFO)
@@ -119,4 +118,5 @@ def finetuning_main(task_and_job_from_flags: Callable[[], tuple]) -> Callable[[l
         run_and_report(task, job, flags.FLAGS)
         return 0
 
-    return main
+    main.__module__ = task_and_job_from_flags.__module__  # errors are reported under the driver's name
+    return reports_errors(main)

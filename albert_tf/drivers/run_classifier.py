@@ -27,6 +27,7 @@ from absl import flags
 from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
                                          finetuning_main, job_from_flags)
+from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
 
@@ -36,7 +37,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "The input data dir: holds <TASK>/{train,dev,test}.tsv as GLUE "
                     "distributes them (diagnostic/diagnostic.tsv for AX).")
 flags.DEFINE_string("task_name", None, f"The GLUE task: {', '.join(TASK_NAMES)} (case-insensitive; "
-                    f"{', '.join(PREDICT_ONLY)}: predict only).")
+                    f"{', '.join(PREDICT_ONLY)}: predict only), or '{custom.TASK_NAME}' for your own data "
+                    f"(--train_file, --dev_file, --test_file, --text_columns, --label_column).")
 flags.DEFINE_string("output_dir", None, "Where checkpoints and result files are written.")
 flags.DEFINE_string("cached_dir", None, "Where feature TFRecords are cached (default <output_dir>/"
                     "cached_features). They are rebuilt when the data file, tokenizer model, "
@@ -45,22 +47,39 @@ define_model_flags(512, "Maximum total input length in tokens after tokenization
                    "truncated, shorter ones padded.")
 define_stage_flags(do_train=False, do_eval=False, do_predict=False, learning_rate=5e-5, train_step=1000,
                    warmup_step=0)
+# ---- --task_name=custom: a user's own labelled text ----
+flags.DEFINE_string("train_file", None, "custom: the training file (TSV, CSV or JSON Lines); its labels are the "
+                    "task's.")
+flags.DEFINE_string("dev_file", None, "custom: the file every checkpoint is evaluated on (--do_eval).")
+flags.DEFINE_string("test_file", None, "custom: the file to predict (--do_predict); labels optional.")
+flags.DEFINE_list("text_columns", None, "custom: the column holding the text, or two columns for a pair.")
+flags.DEFINE_string("label_column", "label", "custom: the column holding the label.")
+flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"], "custom: the files' format (default: by "
+                  "extension: .tsv, .csv, .jsonl/.json).")
+flags.DEFINE_bool("regression", False, "custom: the labels are scores (default: detected when they are numbers "
+                  "with fractions).")
+flags.DEFINE_enum("key_metric", None, list(custom.KEY_METRICS), "custom: the metric that chooses model.ckpt-best "
+                  "(default accuracy; pearson for a regression).")
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
                    "probability, served with the exported model's predictions (binary tasks only).")
 
-REQUIRED = ("data_dir", "task_name", "output_dir", "albert_config_file")
+REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
 
 def task_and_job_from_flags():
     """The GLUE task and the run's job, from the flags (checked)."""
-    from albert_tf.glue.processors import get_processor, get_task_spec
+    from albert_tf.glue.processors import get_processor
     from albert_tf.glue.task import GlueTask, features_dir
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
     require_flags(FLAGS, *REQUIRED)
-    get_task_spec(FLAGS.task_name)  # an unknown task lists the known ones
+    if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
+        processor = custom_processor_from_flags()
+    else:
+        require_flags(FLAGS, "data_dir")
+        processor = get_processor(FLAGS.task_name)  # an unknown task lists the known ones
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
@@ -68,8 +87,8 @@ def task_and_job_from_flags():
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
     threshold = FLAGS.threshold_to_export
     task = GlueTask(
-        processor=get_processor(FLAGS.task_name),
-        data_dir=FLAGS.data_dir,
+        processor=processor,
+        data_dir=FLAGS.data_dir or "",
         features_dir=features_dir(job.output_dir, FLAGS.cached_dir),
         tokenizer=FullTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file),
         tokenizer_id=tokenizer_fingerprint(FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case),
@@ -79,6 +98,20 @@ def task_and_job_from_flags():
         threshold_to_export=None if math.isnan(threshold) else threshold,
     )
     return task, job
+
+
+def custom_processor_from_flags() -> custom.CustomProcessor:
+    """The reader of --task_name=custom's files, its labels found in the training file (else labels.txt)."""
+    import os
+
+    require_flags(FLAGS, "text_columns")
+    files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
+    saved = [FLAGS.output_dir] + ([os.path.dirname(os.path.abspath(FLAGS.init_checkpoint))]
+                                  if FLAGS.init_checkpoint else [])
+    labels = custom.discover_labels(FLAGS.train_file, FLAGS.file_format, FLAGS.label_column, FLAGS.regression,
+                                    saved)
+    return custom.CustomProcessor(files, FLAGS.text_columns, FLAGS.label_column, labels, FLAGS.key_metric,
+                                  FLAGS.file_format)
 
 
 main = finetuning_main(task_and_job_from_flags)

@@ -186,6 +186,8 @@ class _Runner:
         task.check_splits([s for s, wanted in zip(("train", "dev", "test"), (job.do_train, job.do_eval,
                                                                             job.do_predict)) if wanted])
         tf.io.gfile.makedirs(job.output_dir)
+        if worker_info(self.strategy).is_chief:
+            task.prepare(job.output_dir)
         produced: dict[str, Any] = {}
         model = self.train() if job.do_train else None
         if not worker_info(self.strategy).is_chief:

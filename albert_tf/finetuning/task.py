@@ -74,6 +74,10 @@ class FineTuningTask(abc.ABC):
     def check_splits(self, splits: Sequence[str]) -> None:
         """Raises a clear error, before any work, when a needed split's files are missing."""
 
+    def prepare(self, output_dir: str) -> None:
+        """Called once, on the chief, after the checks and before any stage (e.g. to write what a later
+        predict-only run needs)."""
+
     @abc.abstractmethod
     def load_split(self, split: str) -> Split:
         """The cached records of a split (built on first use) and a reader of its examples."""

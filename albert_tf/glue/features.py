@@ -144,6 +144,7 @@ def cached_features(
         "data_sha256": file_sha256(data_file),
         "tokenizer": tokenizer_id,
         "max_seq_length": int(max_seq_length),
+        **processor.cache_settings(),
     }
     key = cache_key(record_schema, settings)[:16]
     path = os.path.join(os.fspath(cached_dir), f"{spec.name}_{split}_{max_seq_length}_{key}.tf_record")

@@ -294,6 +294,18 @@ class GlueProcessor:
             )
         return os.path.join(data_dir, self.spec.folder, self.spec.splits[split].file)
 
+    def check_files(self, data_dir: str | os.PathLike, splits: Sequence[str]) -> None:
+        """A clear error, before any work, for a split the task does not have."""
+        for split in splits:
+            self.data_file(data_dir, split)
+
+    def save_alongside(self, output_dir: str) -> None:
+        """Writes what a later run on these checkpoints needs to know of the data (nothing for GLUE)."""
+
+    def cache_settings(self) -> dict:
+        """What the cached records depend on besides the data file, tokenizer and length."""
+        return {}
+
     def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
         """Streams the examples of a split, checking every row."""
         path = self.data_file(data_dir, split)

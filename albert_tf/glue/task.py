@@ -52,8 +52,10 @@ class GlueTask(FineTuningTask):
         return self.spec.key_metric
 
     def check_splits(self, splits) -> None:
-        for split in splits:
-            self.processor.data_file(self.data_dir, split)  # an unknown split: a clear error before any work
+        self.processor.check_files(self.data_dir, splits)  # a clear error before any work
+
+    def prepare(self, output_dir: str) -> None:
+        self.processor.save_alongside(output_dir)
 
     def load_split(self, split: str) -> Split:
         cached = features.cached_features(self.processor, self.data_dir, split, self.features_dir,

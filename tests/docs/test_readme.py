@@ -86,11 +86,23 @@ def environment(tmp_path_factory, shared):
     _subset_squad(shared("data", "squad", "dev-v2.0.first5articles.json"), squad / "train-v2.0.json", 2)
     _subset_squad(shared("data", "squad", "dev-v2.0.first5articles.json"), squad / "dev-v2.0.json", 2, start=2)
 
+    my_data = root / "my_data"  # the README's custom-data commands: each format, a few rows
+    my_data.mkdir()
+    rows = [("a good film", "pos"), ("a bad film", "neg"), ("great fun", "pos"), ("dull", "neg")] * 3
+    for split in ("train", "dev", "test"):
+        (my_data / f"reviews_{split}.tsv").write_text(
+            "text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
+        (my_data / f"pairs_{split}.csv").write_text("question,answer,label\n" + "".join(
+            f'"{t}, really?",{t},{label == "pos"}\n' for t, label in rows), encoding="utf-8")
+        (my_data / f"scores_{split}.jsonl").write_text("".join(
+            json.dumps({"review": t, "score": 0.9 if label == "pos" else 0.1}) + "\n" for t, label in rows),
+            encoding="utf-8")
+
     from albert_tf.race.synthetic import write_race
 
     race = write_race(root / "race", train=6, dev=3, test=3)
     env = dict(os.environ, ALBERT_DIR=str(albert_dir), GLUE_DIR=str(root / "glue"), SQUAD_DIR=str(squad),
-               RACE_DIR=race,
+               RACE_DIR=race, MY_DATA=str(my_data),
                CORPUS=str(shared("data", "corpus", "sample_text.txt")), OUT=str(root / "out"),
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                PYTHON=sys.executable, MAX_SEQ_LENGTH="32", EXTRA_ARGS=GLUE_SHRINK, TF_CPP_MIN_LOG_LEVEL="2")

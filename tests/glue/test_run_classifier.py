@@ -159,23 +159,7 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     assert best["eval_loss"] == pytest.approx(mse, rel=1e-5)
 
 
-ERROR_CASES = r"""
-import contextlib, io, json, sys
-import run_classifier
-from absl import flags
-results = []
-for argv in json.loads(sys.argv[1]):
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["run_classifier.py", *argv])
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = run_classifier.main([])
-    results.append({"code": code, "stderr": err.getvalue()})
-print(json.dumps(results))
-"""
-
-
-def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm_model, tmp_path):
+def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm_model, tmp_path, driver_errors):
     base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
             f"--spm_model_file={spm_model}", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=32"]
     bad_dir = tmp_path / "bad"
@@ -190,11 +174,7 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}",
                       f"--init_checkpoint={tmp_path / 'none'}"],
     }
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", ERROR_CASES, json.dumps(list(cases.values()))],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = dict(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1])))
+    results = driver_errors(cases)
     expected = {
         "unknown task": "known tasks: cola, mnli, mismnli, mrpc, rte, sst-2, sts-b, qqp, qnli, wnli, ax",
         "too long": "sequence length 128",

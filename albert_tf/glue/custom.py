@@ -1,0 +1,245 @@
+"""A user's own labelled text as a classification (or regression) task: ``run_classifier.py
+--task_name=custom`` with ``--train_file``/``--dev_file``/``--test_file`` in TSV, CSV or JSON Lines,
+``--text_columns=a[,b]`` and ``--label_column``. No code: the task is defined by its data.
+
+Reading (``read_rows``): the format by ``--file_format`` or the file's extension (``.tsv``, ``.csv``,
+``.jsonl``/``.json``); UTF-8 (a byte-order mark is dropped); TSV and CSV have a header row naming
+the columns and may quote fields (``"a, b"``, doubled quotes, line breaks inside quotes), as
+spreadsheets write them; JSON Lines has one object per line. Every error names ``file:line``: a
+column that is not there (with the columns found), a row with too few fields, an empty text, an
+empty file, bytes that are not UTF-8, and a dev/test label the training file does not have.
+
+Labels (``discover_labels``): the training file's distinct labels, sorted as strings; numeric
+labels with a fractional value are taken as scores (regression, with Pearson/Spearman as for STS-B)
+and the log says so; ``--regression`` forces it. They are written to ``labels.txt`` in
+``--output_dir`` (one per line; ``# regression`` for scores), which a predict-only run reads back,
+and they go into the exported SavedModel, whose ``labels`` output then carries the label names.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any, Iterator, Sequence
+
+from absl import logging
+
+from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.glue.processors import GlueDataError, GlueProcessor, InputExample, SplitLayout, TaskSpec
+
+TASK_NAME = "custom"
+LABELS_FILE = "labels.txt"
+REGRESSION_MARK = "# regression"
+FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+# --key_metric values -> the metric names of glue.metrics
+KEY_METRICS = {"accuracy": "eval_accuracy", "f1": "f1", "matthews": "matthew_corr", "pearson": "pearson",
+               "spearman": "spearman"}
+csv.field_size_limit(1 << 24)  # long documents in one field
+
+
+def file_format(path: str, given: str | None = None) -> str:
+    if given:
+        return given
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in FORMATS:
+        raise GlueDataError(f"{path}: cannot tell the format from the extension {extension or '(none)'!r}; "
+                            f"name the file .tsv, .csv or .jsonl, or pass --file_format=tsv|csv|jsonl")
+    return FORMATS[extension]
+
+
+def _decoded_lines(path: str) -> Iterator[str]:
+    """The file's lines as text, one error line naming the first line that is not UTF-8."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                                    f"save the file as UTF-8") from None
+
+
+def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yields (line number, {column: value}) for each row, checking that ``columns`` are there."""
+    if not os.path.isfile(path):
+        raise GlueDataError(f"{path}: file not found")
+    rows = _json_rows(path) if fmt == "jsonl" else _delimited_rows(path, "\t" if fmt == "tsv" else ",")
+    seen = False
+    for line, row in rows:
+        seen = True
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise GlueDataError(f"{path}:{line}: no column {missing[0]!r}; the columns found are "
+                                f"{', '.join(map(repr, row)) or 'none'}")
+        yield line, row
+    if not seen:
+        raise GlueDataError(f"{path}:1: empty file: no rows of data")
+
+
+def _delimited_rows(path: str, delimiter: str) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(_decoded_lines(path), delimiter=delimiter)
+    header = next(reader, None)
+    if not header or not any(h.strip() for h in header):
+        raise GlueDataError(f"{path}:1: empty file: expected a header row naming the columns")
+    header = [h.strip() for h in header]
+    for fields in reader:
+        line = reader.line_num
+        if not fields or fields == [""]:
+            continue  # a blank line
+        if len(fields) < len(header):
+            raise GlueDataError(f"{path}:{line}: expected {len(header)} fields ({', '.join(header)}), "
+                                f"found {len(fields)}")
+        yield line, dict(zip(header, fields))
+
+
+def _json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line, text in enumerate(_decoded_lines(path), start=1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GlueDataError(f"{path}:{line}: not a JSON object ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise GlueDataError(f"{path}:{line}: expected a JSON object, found {type(row).__name__}")
+        yield line, row
+
+
+def _text(row: dict, column: str, where: str) -> str:
+    value = row[column]
+    if not isinstance(value, str) or not value.strip():
+        raise GlueDataError(f"{where}: empty text in column {column!r}" if isinstance(value, str) or value is None
+                            else f"{where}: column {column!r} holds {type(value).__name__}, expected text")
+    return value
+
+
+def _label(row: dict, column: str, where: str) -> str:
+    value = row[column]
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or str(value).strip() == "":
+        raise GlueDataError(f"{where}: empty or invalid label in column {column!r}: {value!r}")
+    text = str(value).strip()
+    if "\n" in text or "\t" in text:
+        raise GlueDataError(f"{where}: label {text!r} holds a tab or line break")
+    return text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class CustomProcessor(GlueProcessor):
+    """Reads a user's files with named columns (see the module docstring)."""
+
+    def __init__(self, files: dict[str, str | None], text_columns: Sequence[str], label_column: str,
+                 labels: tuple[str, ...] | None, key_metric: str = "accuracy", fmt: str | None = None):
+        if not 1 <= len(text_columns) <= 2:
+            raise ValueError(f"--text_columns: one column or a pair, got {list(text_columns)}")
+        self.files = {split: path for split, path in files.items() if path}
+        self.text_columns = tuple(text_columns)
+        self.label_column = label_column
+        self.formats = {split: file_format(path, fmt) for split, path in self.files.items()}
+        super().__init__(custom_spec(self.files, len(text_columns) == 2, labels, key_metric))
+
+    def save_alongside(self, output_dir: str) -> None:
+        """``labels.txt``: the labels a predict-only run reads back."""
+        write_labels(output_dir, self.spec.labels)
+
+    def cache_settings(self) -> dict[str, Any]:
+        return {"text_columns": list(self.text_columns), "label_column": self.label_column,
+                "labels": list(self.spec.labels or []), "formats": self.formats}
+
+    def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
+        path = self.data_file(data_dir, split)
+        labelled = split != "test"
+        for index, (line, row) in enumerate(read_rows(path, self.formats[split], self.text_columns
+                                                      + ((self.label_column,) if labelled else ()))):
+            where = f"{path}:{line}"
+            texts = [_text(row, column, where) for column in self.text_columns]
+            label = None
+            if self.label_column in row:
+                label = self._checked_label(_label(row, self.label_column, where), where)
+            yield InputExample(f"{split}-{index}", texts[0], texts[1] if len(texts) > 1 else None, label)
+
+    def _checked_label(self, text: str, where: str) -> str | float:
+        if self.spec.is_regression:
+            if not _is_number(text):
+                raise GlueDataError(f"{where}: label {text!r} is not a number (the task is a regression)")
+            return float(text)
+        if text not in self._label_set:
+            raise GlueDataError(f"{where}: label {text!r} is not among the training file's labels "
+                                f"{list(self.spec.labels)}")
+        return text
+
+    def check_files(self, data_dir: str | os.PathLike, splits: Sequence[str]) -> None:
+        """Reads every row of the splits a run needs, so bad input stops it before anything is written."""
+        for split in splits:
+            if split not in self.files:
+                raise ValueError(f"--task_name={TASK_NAME} needs --{_FLAG[split]} for this run")
+            for _ in self.iter_examples("", split):
+                pass
+
+
+_FLAG = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
+
+
+def is_pair(spec: TaskSpec) -> bool:
+    """Whether the task's examples have a second text."""
+    return next(iter(spec.splits.values())).text_b is not None
+
+
+def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | None, key_metric: str) -> TaskSpec:
+    """The TaskSpec of a user's data: its files (absolute paths), label strings (None: regression), metrics."""
+    if labels is None:
+        metrics, default = ("pearson", "spearman", "MSE"), "pearson"
+    else:
+        metrics = ("eval_accuracy", "f1", "matthew_corr") if len(labels) == 2 else ("eval_accuracy",)
+        default = "eval_accuracy"
+    key = KEY_METRICS.get(key_metric, key_metric) if key_metric else default
+    if key not in metrics:
+        kind = "a regression" if labels is None else f"{len(labels)} labels"
+        allowed = [name for name, metric in KEY_METRICS.items() if metric in metrics]
+        raise ValueError(f"--key_metric={key_metric}: not available for this data ({kind}); use one of {allowed}")
+    layout = {split: SplitLayout(os.path.abspath(path), True, 0, 1 if pair else None,
+                                 None if split == "test" else 1) for split, path in files.items()}
+    return TaskSpec(name=TASK_NAME, folder="", labels=labels, splits=layout, metrics=metrics, key_metric=key,
+                    submission_file="custom.tsv")
+
+
+def discover_labels(train_file: str | None, fmt: str | None, label_column: str, regression: bool,
+                    saved_dirs: Sequence[str]) -> tuple[str, ...] | None:
+    """The labels (None: scores) from the training file, else from a ``labels.txt`` in ``saved_dirs``."""
+    if train_file:
+        values = {_label(row, label_column, f"{train_file}:{line}")
+                  for line, row in read_rows(train_file, file_format(train_file, fmt), (label_column,))}
+        numeric = all(_is_number(v) for v in values)
+        if regression or (numeric and any(not float(v).is_integer() for v in values)):
+            if not numeric:
+                bad = sorted(v for v in values if not _is_number(v))[0]
+                raise GlueDataError(f"{train_file}: --regression needs numeric labels, found {bad!r}")
+            if not regression:
+                logging.info("%s: the labels of column %r are numbers with fractions: training a regression "
+                             "(Pearson/Spearman); integer labels would be classes", train_file, label_column)
+            return None
+        if len(values) < 2:
+            raise GlueDataError(f"{train_file}: column {label_column!r} has one label only ({sorted(values)}); "
+                                f"classification needs two or more")
+        labels = tuple(sorted(values))
+        logging.info("%s: %d labels: %s", train_file, len(labels), ", ".join(labels))
+        return labels
+    for folder in saved_dirs:
+        text = read_text(os.path.join(folder, LABELS_FILE))
+        if text is not None:
+            lines = [line for line in text.splitlines() if line]
+            return None if REGRESSION_MARK in lines else tuple(lines)
+    raise ValueError(f"--task_name={TASK_NAME} without --train_file needs the labels of the training run: no "
+                     f"{LABELS_FILE} in {', '.join(saved_dirs)} (pass --train_file, or the training run's "
+                     f"--output_dir or --init_checkpoint)")
+
+
+def write_labels(output_dir: str, labels: tuple[str, ...] | None) -> str:
+    """``labels.txt``: one label per line in class-id order, or the regression mark."""
+    text = REGRESSION_MARK + "\n" if labels is None else "".join(label + "\n" for label in labels)
+    return atomic_write_text(os.path.join(output_dir, LABELS_FILE), text)
