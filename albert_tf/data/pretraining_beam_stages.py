@@ -92,7 +92,8 @@ def checked_facts(facts: tuple, config: PipelineConfig) -> tuple:
     return facts
 
 
-def requests(document: tuple[int, bytes], num_documents: int, config: PipelineConfig, typecode: str):
+def requests(document: tuple[int, bytes], num_documents: int, config: PipelineConfig,
+             typecode: str) -> Iterator[tuple[int, tuple[int, int, int, float, int]]]:
     """(other document, (document, pass, j, start share, target length)) for each plan whose B comes
     from another document: the j-th such plan of this document in pass p."""
     d, record = document
@@ -130,7 +131,7 @@ class MakeInstances(beam.DoFn):
     def start_bundle(self):
         self.stats = InstanceStats()
 
-    def process(self, joined: tuple, num_documents: int, num_buckets: int):
+    def process(self, joined: tuple, num_documents: int, num_buckets: int) -> Iterator[tuple[int, tuple]]:
         d, groups = joined
         (record,) = groups["documents"]
         document = decode_document(record, self.typecode)
@@ -196,7 +197,7 @@ def first_instances(bucket_counts: Iterable[tuple[int, int]]) -> dict[int, int]:
     return first
 
 
-def write_bucket(grouped: tuple, first: dict[int, int], num_shards: int, temp_dir: str):
+def write_bucket(grouped: tuple, first: dict[int, int], num_shards: int, temp_dir: str) -> Iterator[tuple[int, int]]:
     """One key range, sorted by (key, pass, document, k): instance i of the whole order goes to shard
     i % num_shards, as the local tool's round-robin; each shard's share is a piece file. Yields
     (shard, bucket) for each piece written."""
