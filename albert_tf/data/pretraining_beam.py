@@ -46,16 +46,19 @@ def _build(pipeline, config: PipelineConfig, sizes: tuple[int, ...], temp_dir: s
     from apache_beam.pvalue import AsSingleton
 
     from albert_tf.data import pretraining_beam_stages as st
-    from albert_tf.data.pretraining_beam_io import input_ranges, write_bytes
+    from albert_tf.data.pretraining_beam_io import file_ranges, write_bytes
     from albert_tf.data.pretraining_pipeline import choose_num_buckets
 
-    ranges = input_ranges(config.input_files, sizes, max(1, int(config.block_size_mb * (1 << 20))))
+    range_bytes = max(1, int(config.block_size_mb * (1 << 20)))
     num_shards = len(config.output_files)
-    blocks = (pipeline | "Ranges" >> beam.Create(ranges) | "Spread" >> beam.Reshuffle()
+    files = list(enumerate(zip(config.input_files, sizes)))
+    blocks = (pipeline | "Files" >> beam.Create(files)
+              | "Ranges" >> beam.FlatMap(lambda f: file_ranges(f[0], f[1][0], f[1][1], range_bytes))
+              | "Spread" >> beam.Reshuffle()
               | "Tokenize" >> beam.ParDo(st.TokenizeRange(config, typecode)))
     offsets = AsSingleton(blocks | "Counts" >> beam.Map(lambda b: (b[0], len(b[1])))
                           | "AllCounts" >> beam.combiners.ToList()
-                          | "Offsets" >> beam.Map(st.document_offsets, len(ranges)))
+                          | "Offsets" >> beam.Map(st.document_offsets))
     facts = (blocks | "Facts" >> beam.Map(lambda b: b[2]) | "SumFacts" >> beam.combiners.ToList()
              | "CheckFacts" >> beam.Map(lambda f: st.checked_facts(st.sum_facts(f), config)))
     num_documents = AsSingleton(facts | "NumDocs" >> beam.Map(lambda f: dict(zip(st.FACT_FIELDS, f))["documents"]))

@@ -53,18 +53,20 @@ def resolve_inputs(input_file: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class InputRange:
-    index: int  # corpus order of the ranges: documents are numbered range by range
+    index: tuple[int, int]  # (file, range in the file): corpus order; documents are numbered range by range
     path: str
     start: int
     end: int
 
 
+def file_ranges(file_index: int, path: str, size: int, range_bytes: int) -> list[InputRange]:
+    """The ranges of one input file (made on the workers: the job graph lists only the files)."""
+    return [InputRange((file_index, k), path, start, min(size, start + range_bytes))
+            for k, start in enumerate(range(0, size, range_bytes))]
+
+
 def input_ranges(files: Sequence[str], sizes: Sequence[int], range_bytes: int) -> list[InputRange]:
-    ranges = []
-    for path, size in zip(files, sizes):
-        for start in range(0, size, range_bytes):
-            ranges.append(InputRange(len(ranges), path, start, min(size, start + range_bytes)))
-    return ranges
+    return [r for i, (path, size) in enumerate(zip(files, sizes)) for r in file_ranges(i, path, size, range_bytes)]
 
 
 def _open(path: str) -> BinaryIO:

@@ -60,18 +60,16 @@ class TokenizeRange(beam.DoFn):
         yield r.index, records, facts
 
 
-def document_offsets(counts: Iterable[tuple[int, int]], num_ranges: int) -> list[int]:
-    """(range index, documents) pairs -> the first document index of each range, then the total."""
-    per_range = [0] * num_ranges
-    for index, n in counts:
-        per_range[index] = n
-    offsets = [0]
-    for n in per_range:
-        offsets.append(offsets[-1] + n)
+def document_offsets(counts: Iterable[tuple[tuple[int, int], int]]) -> dict:
+    """(range index, documents) pairs -> {range index: the corpus index of its first document}."""
+    offsets, running = {}, 0
+    for index, n in sorted(counts):
+        offsets[index] = running
+        running += n
     return offsets
 
 
-def number_documents(block: tuple, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+def number_documents(block: tuple, offsets: dict) -> Iterator[tuple[int, bytes]]:
     index, records, _ = block
     for i, record in enumerate(records):
         yield offsets[index] + i, record
