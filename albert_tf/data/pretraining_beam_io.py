@@ -10,7 +10,10 @@ one range, whatever the range size, and ranges read in parallel give the local t
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -179,6 +182,10 @@ def remove_tree(path: str) -> None:
             FileSystems.delete(found)
     except Exception:  # noqa: BLE001 -- cleanup after a failure must not hide the failure
         pass
+    try:  # the directory itself, where the file system has them (HDFS); on GCS a prefix is gone with its files
+        FileSystems.delete([path])
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def write_bytes(path: str, parts: Sequence[bytes]) -> None:
@@ -201,11 +208,15 @@ def concatenate(sources: Sequence[str], target: str) -> None:
         FileSystems.delete(list(sources))
 
 
+@functools.lru_cache(maxsize=None)
 def local_copy(path: str | None) -> str | None:
-    """`path` itself if local, else a copy in a local temporary directory (tokenizer files on GCS)."""
+    """`path` itself if local, else a copy in a local temporary directory (tokenizer files on GCS), made once
+    per process and removed when it exits."""
     if path is None or not is_remote(path):
         return path
-    target = os.path.join(tempfile.mkdtemp(prefix="albert_tf-"), os.path.basename(path))
+    folder = tempfile.mkdtemp(prefix="albert_tf-")
+    atexit.register(shutil.rmtree, folder, True)
+    target = os.path.join(folder, os.path.basename(path))
     with _open(path) as f, open(target, "wb") as out:
         while True:
             chunk = f.read(1 << 20)

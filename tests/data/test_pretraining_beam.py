@@ -3,10 +3,12 @@ multi-processing, 1 and 2 workers), its summary, and its errors; input ranges gi
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
 import pytest
+from apache_beam.io.localfilesystem import LocalFileSystem
 
 from albert_tf.data.pretraining_beam import create_pretraining_data_beam
 from albert_tf.data.pretraining_beam_io import input_ranges, read_range
@@ -146,3 +148,89 @@ def test_cli_runner_beam_writes_the_local_files(tmp_path, shared, spm_model):
                           if not name.endswith(".json")}
     assert list(shards["beam"]) == ["out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002"]
     assert shards["beam"] == shards["local"]
+
+
+class _FakeRemoteFileSystem(LocalFileSystem):
+    """fake://<absolute path>: the local disk behind a scheme, so that the tool takes its remote paths (matching
+    through FileSystems, tokenizer copies, temporaries and renames through FileSystems), as for gs://."""
+
+    PREFIX = "fake://"
+
+    @classmethod
+    def scheme(cls):
+        return "fake"
+
+    def _local(self, path):
+        return path[len(self.PREFIX):] if path.startswith(self.PREFIX) else path
+
+    def join(self, basepath, *paths):
+        return self.PREFIX + os.path.join(self._local(basepath), *paths)
+
+    def split(self, path):
+        head, tail = os.path.split(self._local(path))
+        return self.PREFIX + head, tail
+
+    def _url_dirname(self, url_or_path):
+        return self.PREFIX + os.path.dirname(self._local(url_or_path))
+
+    def _list(self, dir_or_prefix):
+        from apache_beam.io.filesystem import FileMetadata
+
+        for root, _, names in os.walk(self._local(dir_or_prefix)):
+            for name in names:
+                path = os.path.join(root, name)
+                yield FileMetadata(self.PREFIX + path, os.path.getsize(path), os.path.getmtime(path))
+
+    def metadata(self, path):
+        from apache_beam.io.filesystem import FileMetadata
+
+        local = self._local(path)
+        return FileMetadata(self.PREFIX + local, os.path.getsize(local), os.path.getmtime(local))
+
+    def mkdirs(self, path):
+        return super().mkdirs(self._local(path))
+
+    def create(self, path, *args, **kwargs):
+        return super().create(self._local(path), *args, **kwargs)
+
+    def open(self, path, *args, **kwargs):
+        return super().open(self._local(path), *args, **kwargs)
+
+    def rename(self, sources, destinations):
+        return super().rename([self._local(p) for p in sources], [self._local(p) for p in destinations])
+
+    def exists(self, path):
+        return super().exists(self._local(path))
+
+    def size(self, path):
+        return super().size(self._local(path))
+
+    def delete(self, paths):
+        for path in map(self._local, paths):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
+def test_remote_paths_go_through_beam_file_systems(tmp_path, tmp_path_factory, make_config, spm_model,
+                                                   botchan_corpus):
+    from albert_tf.data.pretraining_beam_io import resolve_inputs
+
+    remote = tmp_path / "bucket"
+    (remote / "corpus").mkdir(parents=True)
+    for k in range(2):
+        (remote / "corpus" / f"part-{k}.txt").write_bytes(botchan_corpus.read_bytes()[k * 20000:(k + 1) * 20000])
+    (remote / "model.spm").write_bytes(open(spm_model, "rb").read())
+    files, sizes = resolve_inputs(f"fake://{remote}/corpus/*.txt")
+    assert files == tuple(f"fake://{remote}/corpus/part-{k}.txt" for k in range(2)) and sizes == (20000, 20000)
+    with pytest.raises(PretrainingDataError, match="no input file found at 'fake://"):
+        resolve_inputs(f"fake://{remote}/nothing/*.txt")
+
+    local_out = tmp_path / "local" / "out"
+    local = create_pretraining_data(make_config(remote / "corpus" / "part-0.txt", spm_model, [local_out],
+                                                input_files=tuple(str(remote / "corpus" / f"part-{k}.txt")
+                                                                  for k in range(2))))
+    config = make_config(None, f"fake://{remote}/model.spm", [f"fake://{remote}/out/data"], input_files=files,
+                         block_size_mb=0.01)
+    summary = create_pretraining_data_beam(config, IN_MEMORY)
+    assert (remote / "out" / "data").read_bytes() == local_out.read_bytes()
+    assert summary["instances"] == local["instances"] > 0
+    assert sorted(os.listdir(remote / "out")) == ["data", "data.summary.json"]  # temporaries removed
