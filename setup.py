@@ -21,7 +21,13 @@ setup(
         "safetensors==0.8.0",
         "google-crc32c==1.9.0",
     ],
-    extras_require={"test": ["pytest>=8"]},
+    extras_require={
+        "test": ["pytest>=8"],
+        # create_pretraining_data --runner=beam. Pinned beside the TensorFlow family: 2.77 was measured
+        # to install with tensorflow 2.21 / tf-keras 2.21 / tensorflow-text 2.21.1 (protobuf 6.33,
+        # numpy 2.4) with `pip check` clean (it moves protobuf from 7.x to 6.33, which TensorFlow accepts).
+        "beam": ["apache-beam==2.77.0"],
+    },
     entry_points={
         "console_scripts": [
             "albert-create-pretraining-data=albert_tf.drivers.create_pretraining_data:run",

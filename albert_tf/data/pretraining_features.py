@@ -1,6 +1,6 @@
 """THE definition of the pretraining TFRecord features (Google ALBERT's format).
 
-Each record is a `tf.train.Example` with
+Each record is a `tf.train.Example` with (the table is `SCHEMA`, a `records.RecordSchema`)
 
 | feature                | dtype   | shape                        |
 |------------------------|---------|------------------------------|
@@ -16,13 +16,14 @@ Each record is a `tf.train.Example` with
 Padding is 0. Files written by Google's create_pretraining_data.py and by ours
 are interchangeable. The writer side (`ExampleSerializer`, `serialize_example`)
 encodes the protobuf by hand (`tfrecord`) so that the tool never imports
-TensorFlow; the reader side (`feature_spec`, `parse_example`) imports
-TensorFlow when called.
+TensorFlow; the reader side (`feature_spec`, `parse_example`, `padding`), built by
+`SCHEMA`, imports TensorFlow when called.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+from albert_tf.data.records import RecordSchema
 from albert_tf.data.tfrecord import (
     example_bytes,
     features_entry,
@@ -33,10 +34,10 @@ from albert_tf.data.tfrecord import (
     varint,
 )
 
-# (name, kind, length key): the length key says which argument gives the shape.
 SEQ = "max_seq_length"
 PRED = "max_predictions_per_seq"
-FEATURES: tuple[tuple[str, str, str | None], ...] = (
+# The one table: the parse spec, the writers' lengths and the padding all come from it.
+SCHEMA = RecordSchema("pretraining", 1, (
     ("input_ids", "int64", SEQ),
     ("input_mask", "int64", SEQ),
     ("segment_ids", "int64", SEQ),
@@ -44,15 +45,19 @@ FEATURES: tuple[tuple[str, str, str | None], ...] = (
     ("masked_lm_positions", "int64", PRED),
     ("masked_lm_ids", "int64", PRED),
     ("masked_lm_weights", "float32", PRED),
-    ("next_sentence_labels", "int64", None),
-)
-FEATURE_NAMES = tuple(name for name, _, _ in FEATURES)
+    ("next_sentence_labels", "int64", 1),  # [1], not a scalar: the original's shape
+))
+FEATURE_NAMES = SCHEMA.names
+
+
+def _sizes(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, int]:
+    return {SEQ: max_seq_length, PRED: max_predictions_per_seq}
 
 
 def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, int]:
     """Length of each feature for the given sizes."""
-    sizes = {SEQ: max_seq_length, PRED: max_predictions_per_seq, None: 1}
-    return {name: sizes[key] for name, _, key in FEATURES}
+    shapes = SCHEMA.shapes(**_sizes(max_seq_length, max_predictions_per_seq))
+    return {name: shape[0] for name, shape in shapes.items()}
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -61,11 +66,7 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     With --do_permutation the masked_lm_* features are 2 * max_predictions_per_seq long:
     pass that doubled value here.
     """
-    import tensorflow as tf
-
-    dtypes = {"int64": tf.int64, "float32": tf.float32}
-    lengths = feature_lengths(max_seq_length, max_predictions_per_seq)
-    return {name: tf.io.FixedLenFeature([lengths[name]], dtypes[kind]) for name, kind, _ in FEATURES}
+    return SCHEMA.parse_spec(**_sizes(max_seq_length, max_predictions_per_seq))
 
 
 def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -75,14 +76,12 @@ def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int)
     the original's input_fn did), masked_lm_weights float32. Shapes are
     [length] for a scalar input, [B, length] for a batch.
     """
-    import tensorflow as tf
+    return SCHEMA.parse(serialized, **_sizes(max_seq_length, max_predictions_per_seq))
 
-    spec = feature_spec(max_seq_length, max_predictions_per_seq)
-    if serialized.shape.rank == 0:
-        parsed = tf.io.parse_single_example(serialized, spec)
-    else:
-        parsed = tf.io.parse_example(serialized, spec)
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t for name, t in parsed.items()}
+
+def padding(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    """An all-zero parsed record (what the writers pad with, in `parse_example`'s dtypes)."""
+    return SCHEMA.padding(**_sizes(max_seq_length, max_predictions_per_seq))
 
 
 # ---------------------------------------------------------------- writer side
@@ -187,7 +186,7 @@ assert sorted(FEATURE_NAMES, key=map_key_order) == [
 
 
 def serialize_example(features: dict, max_seq_length: int, max_predictions_per_seq: int) -> bytes:
-    """Serialized Example from padded feature lists {name: values} (names of FEATURES).
+    """Serialized Example from padded feature lists {name: values} (the features of SCHEMA).
 
     A plain-Python writer for tools and tests; `ExampleSerializer` is the fast path.
     """
@@ -195,10 +194,10 @@ def serialize_example(features: dict, max_seq_length: int, max_predictions_per_s
     for name in FEATURE_NAMES:
         if len(features[name]) != lengths[name]:
             raise ValueError(f"feature {name} has {len(features[name])} values, expected {lengths[name]}")
-    int_values = [v for name, kind, _ in FEATURES if kind == "int64" for v in features[name]]
+    int_values = [v for name, kind, _ in SCHEMA.features if kind == "int64" for v in features[name]]
     if any(v < 0 for v in int_values):
         raise ValueError("pretraining int64 features are never negative")
     return example_bytes({
         name: int64_feature(features[name]) if kind == "int64" else float_feature(features[name])
-        for name, kind, _ in FEATURES
+        for name, kind, _ in SCHEMA.features
     })

@@ -1,5 +1,5 @@
 """Record schemas: one table per TFRecord format, from which its parse spec, its writer
-and its padding rows are built (the pattern of `pretraining_features.FEATURES`).
+and its padding rows are built (pretraining's is `pretraining_features.SCHEMA`).
 
 A row is ``(name, dtype, length)``: dtype ``"int64"`` or ``"float32"``; length a size
 name (``"max_seq_length"``, given when the schema is used), a fixed number, a tuple of

@@ -8,6 +8,10 @@ count), --num_output_shards, --skip_invalid_lines, --block_size_mb,
 output's size). Memory does not grow with the corpus; TensorFlow is not needed.
 Input: one sentence per line, blank lines between documents.
 
+--runner=beam runs the whole tool as an Apache Beam pipeline (pip install 'albert_tf[beam]'), with
+--beam_pipeline_options passed to Beam (default: the Python direct runner on this machine; Dataflow,
+Flink and Spark in the README): the same output bytes as the local tool for the same flags.
+
   python create_pretraining_data.py --input_file=corpus/*.txt
     --output_file=out/train.tfrecord --spm_model_file=30k-clean.model
     --max_seq_length=128 --dupe_factor=5 --num_workers=4
@@ -20,6 +24,7 @@ from absl import app, flags
 
 from albert_tf.cli import reports_errors
 from albert_tf.data.pretraining_instances import InstanceOptions
+from albert_tf.data.pretraining_beam import DEFAULT_PIPELINE_OPTIONS
 from albert_tf.data.pretraining_pipeline import (
     PipelineConfig,
     create_pretraining_data,
@@ -71,6 +76,12 @@ flags.DEFINE_string("input_file_mode", "r",
 flags.DEFINE_string("tmp_dir", None,
                     "Directory for temporary files (tokenized corpus, about half the input; shuffle buckets, about "
                     "the output's size), removed at the end. Default: the directory of the (first) output file.")
+flags.DEFINE_enum("runner", "local", ["local", "beam"],
+                  "local: this machine's processes (--num_workers). beam: an Apache Beam pipeline, same output.")
+flags.DEFINE_string("beam_pipeline_options", DEFAULT_PIPELINE_OPTIONS,
+                    "With --runner=beam: Beam's pipeline options, as on a command line (e.g. \"--runner=DataflowRunner "
+                    "--project=P --region=R --temp_location=gs://B/tmp --setup_file=./setup.py\"). Default: the "
+                    "Python direct runner (add --direct_running_mode=multi_processing --direct_num_workers=N).")
 
 
 def _usable_cpus() -> int:
@@ -78,6 +89,25 @@ def _usable_cpus() -> int:
         return len(os.sched_getaffinity(0))  # respects CPU pinning / container limits
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def _input_files() -> tuple[str, ...]:
+    if FLAGS.runner == "beam":
+        from albert_tf.data.pretraining_beam_io import resolve_inputs  # gs:// and other Beam file systems
+
+        return resolve_inputs(FLAGS.input_file)[0]
+    return resolve_input_files(FLAGS.input_file)
+
+
+def _run(config: PipelineConfig) -> dict:
+    if FLAGS.runner == "local":
+        return create_pretraining_data(config)
+    import logging
+
+    from albert_tf.data.pretraining_beam import create_pretraining_data_beam
+
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # not every worker's start and stop
+    return create_pretraining_data_beam(config, FLAGS.beam_pipeline_options)
 
 
 def config_from_flags() -> PipelineConfig:
@@ -94,7 +124,7 @@ def config_from_flags() -> PipelineConfig:
         random_next_sentence=FLAGS.random_next_sentence,
     )
     return PipelineConfig(
-        input_files=resolve_input_files(FLAGS.input_file),
+        input_files=_input_files(),
         output_files=resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards),
         vocab_file=FLAGS.vocab_file,
         spm_model_file=FLAGS.spm_model_file,
@@ -122,9 +152,14 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if FLAGS.input_file_mode not in ("r", "rb"):
         raise ValueError(f"--input_file_mode={FLAGS.input_file_mode!r}: expected \"r\" or \"rb\"")
+    if FLAGS.runner == "beam":
+        try:
+            import apache_beam  # noqa: F401
+        except ImportError:
+            raise ValueError("--runner=beam needs Apache Beam: pip install 'albert_tf[beam]'") from None
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        summary = create_pretraining_data(config_from_flags())
+        summary = _run(config_from_flags())
     except KeyboardInterrupt:
         # Cleaned up already. Returned, not raised: reports_errors would import TensorFlow (seconds) to
         # classify any exception that leaves main.

@@ -1,0 +1,168 @@
+"""create_pretraining_data as an Apache Beam pipeline (--runner=beam): the same files as the local tool,
+on one machine's DirectRunner or on Dataflow, Flink or Spark.
+
+The pipeline (stages in `pretraining_beam_stages`, files in `pretraining_beam_io`):
+
+  input byte ranges -> read and tokenize (documents numbered in corpus order from per-range counts)
+  documents -> plans of every pass -> requests keyed by the drawn "other document"
+  join(documents, requests) on the other document -> fragments keyed by the requesting document
+  join(documents, fragments) on the document -> instances, each with its 64-bit key, by key range
+  group by key range -> sort within the range -> each shard's share as a piece -> pieces concatenated
+
+The global shuffle is the engine's: key ranges, a group by range, a sort inside each range (as
+TensorFlow Datasets' BeamWriter), with ranges sized so that one fits a worker's memory; the order is
+that of (key, pass, document, instance), which is the local tool's order. No worker holds the corpus.
+
+Outputs and pieces are written under a temporary directory next to the first output (or --tmp_dir)
+and renamed into place only when the pipeline has succeeded; on any failure that directory is
+removed and a data error (file:line, empty input) is raised with the local tool's message.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import time
+import traceback
+
+from albert_tf.data.pretraining_config import (
+    PipelineConfig,
+    PretrainingDataError,
+    check_tokenizer,
+    default_summary_file,
+    validate,
+)
+from albert_tf.data.pretraining_summary import build_summary, write_summary_json
+
+# Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
+DEFAULT_PIPELINE_OPTIONS = "--runner=FnApiRunner"
+
+
+def _build(pipeline, config: PipelineConfig, sizes: tuple[int, ...], temp_dir: str, typecode: str,
+           max_int: int, record_bytes: int) -> None:
+    import apache_beam as beam
+    from apache_beam.pvalue import AsSingleton
+
+    from albert_tf.data import pretraining_beam_stages as st
+    from albert_tf.data.pretraining_beam_io import file_ranges, write_bytes
+    from albert_tf.data.pretraining_pipeline import choose_num_buckets
+
+    range_bytes = max(1, int(config.block_size_mb * (1 << 20)))
+    num_shards = len(config.output_files)
+    files = list(enumerate(zip(config.input_files, sizes)))
+    blocks = (pipeline | "Files" >> beam.Create(files)
+              | "Ranges" >> beam.FlatMap(lambda f: file_ranges(f[0], f[1][0], f[1][1], range_bytes))
+              | "Spread" >> beam.Reshuffle()
+              | "Tokenize" >> beam.ParDo(st.TokenizeRange(config, typecode)))
+    offsets = AsSingleton(blocks | "Counts" >> beam.Map(lambda b: (b[0], len(b[1])))
+                          | "AllCounts" >> beam.combiners.ToList()
+                          | "Offsets" >> beam.Map(st.document_offsets))
+    facts = (blocks | "Facts" >> beam.Map(lambda b: b[2]) | "SumFacts" >> beam.combiners.ToList()
+             | "CheckFacts" >> beam.Map(lambda f: st.checked_facts(st.sum_facts(f), config)))
+    num_documents = AsSingleton(facts | "NumDocs" >> beam.Map(lambda f: dict(zip(st.FACT_FIELDS, f))["documents"]))
+    num_buckets = AsSingleton(facts | "NumBuckets" >> beam.Map(
+        lambda f: choose_num_buckets(config, st.corpus_facts(f)[0], record_bytes)))
+    documents = blocks | "Number" >> beam.FlatMap(st.number_documents, offsets)
+
+    requests = documents | "Plan" >> beam.FlatMap(st.requests, num_documents, config, typecode)
+    fragments = ({"documents": documents, "requests": requests} | "JoinOther" >> beam.CoGroupByKey()
+                 | "Fragments" >> beam.FlatMap(st.fragments, typecode))
+    made = ({"documents": documents, "fragments": fragments} | "JoinFragments" >> beam.CoGroupByKey()
+            | "Instances" >> beam.ParDo(st.MakeInstances(config, typecode, max_int), num_documents,
+                                        num_buckets).with_outputs(st.STATS, main="instances"))
+    instances = made.instances
+    stats = AsSingleton(made[st.STATS] | "MergeStats" >> beam.CombineGlobally(st.MergeStats()))
+    first = AsSingleton(instances | "Buckets" >> beam.Keys() | "PerBucket" >> beam.combiners.Count.PerElement()
+                        | "BucketCounts" >> beam.combiners.ToList() | "Firsts" >> beam.Map(st.first_instances))
+    pieces = (instances | "GroupRange" >> beam.GroupByKey()
+              | "SortRange" >> beam.FlatMap(st.write_bucket, first, num_shards, temp_dir))
+    shards = pipeline | "Shards" >> beam.Create([(j, None) for j in range(num_shards)])
+    written = ({"shards": shards, "pieces": pieces} | "JoinShards" >> beam.CoGroupByKey()
+               | "WriteShards" >> beam.Map(st.write_shard, temp_dir))
+
+    def report(_, facts, stats, num_buckets, shards_written):
+        payload = {"facts": list(facts), "stats": dataclasses.asdict(stats), "buckets": num_buckets,
+                   "shards": sorted(shards_written)}
+        write_bytes(f"{temp_dir}/report.json", [json.dumps(payload).encode()])
+
+    (pipeline | "One" >> beam.Create([None])
+     | "Report" >> beam.Map(report, AsSingleton(facts), stats, num_buckets, beam.pvalue.AsList(written)))
+
+
+def data_error_message(error: BaseException) -> str | None:
+    """The PretrainingDataError message inside a pipeline failure (a runner wraps or re-raises it, or
+    passes a worker's traceback as text), without the runner's step suffix."""
+    text = "".join(traceback.format_exception(error))
+    found = re.findall(r"PretrainingDataError: (.+)", text)
+    if not found:
+        return None
+    return re.sub(r"\s*\[while running '[^']*'\]$", "", found[0].strip())
+
+
+def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str = DEFAULT_PIPELINE_OPTIONS) -> dict:
+    """Runs the whole tool as a Beam pipeline; returns the summary (also written as JSON)."""
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from albert_tf.data import pretraining_beam_io as bio
+    from albert_tf.data import pretraining_beam_stages as st
+    from albert_tf.data.document_store import token_typecode
+    from albert_tf.data.pretraining_features import ExampleSerializer
+    from albert_tf.data.pretraining_options import InstanceStats
+
+    validate(config, check_inputs=False)
+    tokenizer = check_tokenizer(dataclasses.replace(config, vocab_file=bio.local_copy(config.vocab_file),
+                                                    spm_model_file=bio.local_copy(config.spm_model_file)))
+    vocab = {"vocab_size": tokenizer.vocab_size,
+             "vocab_type": "sentencepiece" if tokenizer.sp_model is not None else "wordpiece"}
+    sizes = tuple(m.size_in_bytes for path in config.input_files
+                  for m in FileSystems.match([path])[0].metadata_list)
+    if len(sizes) != len(config.input_files):
+        raise PretrainingDataError(f"--input_file: not found: {', '.join(config.input_files)}")
+    max_int = max(tokenizer.vocab_size, config.options.max_seq_length)
+    record_bytes = ExampleSerializer(config.options.max_seq_length, config.options.num_masked_slots,
+                                     max_int).max_record_bytes()
+    for path in config.output_files:
+        if not bio.is_remote(path):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    start = time.monotonic()
+    temp_dir = bio.make_temp_dir(config.output_files[0], config.tmp_dir)
+    try:
+        pipeline = beam.Pipeline(options=PipelineOptions(shlex.split(pipeline_options)))
+        _build(pipeline, config, sizes, temp_dir, token_typecode(tokenizer.vocab_size), max_int, record_bytes)
+        try:
+            result = pipeline.run()
+            state = result.wait_until_finish()
+        except Exception as error:  # noqa: BLE001 -- a data error inside the pipeline becomes the tool's error
+            message = data_error_message(error)
+            if message is not None:
+                raise PretrainingDataError(message) from None
+            raise
+        if str(state) not in ("DONE", "PipelineState.DONE"):
+            raise RuntimeError(f"the Beam pipeline ended in state {state}")
+        with FileSystems.open(f"{temp_dir}/report.json", compression_type=bio.RAW) as f:
+            report = json.loads(f.read().decode())
+        if report["shards"] != list(range(len(config.output_files))):
+            raise RuntimeError(f"the pipeline wrote shards {report['shards']} of {len(config.output_files)}")
+        FileSystems.rename([st.temp_output(temp_dir, j) for j in range(len(config.output_files))],
+                           list(config.output_files))
+    finally:
+        bio.remove_tree(temp_dir)
+    facts, counters = st.corpus_facts(tuple(report["facts"]))
+    stats = InstanceStats(**report["stats"])
+    for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
+        setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
+    shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
+    summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
+    summary["settings"]["runner"] = "beam"
+    summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
+    if bio.is_remote(summary_file):
+        bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
+    else:
+        write_summary_json(summary_file, summary)
+    summary["summary_file"] = summary_file
+    return summary
+

@@ -1,0 +1,106 @@
+"""Reading the corpus: input files as blocks of raw documents (a blank line or a file's end ends one;
+lines that are not UTF-8 are a one-line error or counted and skipped), and raw documents tokenized
+into documents of id lists, as the original."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from albert_tf.data.pretraining_config import PretrainingDataError
+from albert_tf.tokenization import FullTokenizer, preprocess_text
+
+
+def line_text(raw: bytes, first_line: bool) -> str:
+    """A raw input line as text (UnicodeDecodeError if it is not UTF-8); a byte-order mark is not text."""
+    line = raw.decode("utf-8")
+    return line[1:] if first_line and line.startswith("\ufeff") else line
+
+
+def invalid_line_error(path: str, line_number: int, err: UnicodeDecodeError) -> PretrainingDataError:
+    return PretrainingDataError(
+        f"{path}:{line_number}: line is not valid UTF-8 ({err.reason} at byte {err.start}); "
+        f"fix the file or pass --skip_invalid_lines to count and skip such lines")
+
+
+@dataclass
+class ReadCounters:
+    lines: int = 0
+    invalid_lines_skipped: int = 0
+    bytes_read: int = 0
+
+
+def iter_blocks(
+    input_files: tuple[str, ...], block_bytes: int, skip_invalid_lines: bool, counters: ReadCounters
+) -> Iterator[tuple[list[list[str]], int]]:
+    """Yields (documents, raw byte count) blocks; a document is a list of text lines.
+
+    A blank line or the end of a file ends a document; blocks end at document
+    boundaries once they hold `block_bytes` of input.
+    """
+    block: list[list[str]] = []
+    block_size = 0
+    for path in input_files:
+        document: list[str] = []
+        with open(path, "rb") as f:
+            for line_number, raw in enumerate(f, start=1):
+                block_size += len(raw)
+                counters.bytes_read += len(raw)
+                counters.lines += 1
+                try:
+                    line = line_text(raw, line_number == 1)
+                except UnicodeDecodeError as err:
+                    if skip_invalid_lines:
+                        counters.invalid_lines_skipped += 1
+                        continue
+                    raise invalid_line_error(path, line_number, err) from None
+                if line.strip():
+                    document.append(line)
+                    continue
+                if document:
+                    block.append(document)
+                    document = []
+                if block_size >= block_bytes and block:
+                    yield block, block_size
+                    block, block_size = [], 0
+        if document:
+            block.append(document)
+        if block_size >= block_bytes and block:
+            yield block, block_size
+            block, block_size = [], 0
+    if block or block_size:
+        yield block, block_size
+
+
+@dataclass
+class CorpusFacts:
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    store_bytes: int = 0
+
+
+def tokenize_documents(tokenizer: FullTokenizer, do_lower_case: bool, raw_documents: list[list[str]]
+                       ) -> tuple[list[list[list[int]]], int]:
+    """Raw lines -> documents of id lists; as the original, a line empty after clean-up splits documents."""
+    use_spm = tokenizer.sp_model is not None
+    documents: list[list[list[int]]] = []
+    sentences = 0
+    for raw_document in raw_documents:
+        document: list[list[int]] = []
+        for line in raw_document:
+            if use_spm:
+                text = preprocess_text(line, lower=do_lower_case)
+            else:
+                text = line.strip()
+            if not text:
+                if document:
+                    documents.append(document)
+                    document = []
+                continue
+            ids = tokenizer.encode_preprocessed_ids(text) if use_spm else tokenizer.tokenize_to_ids(text)
+            if ids:
+                document.append(ids)
+                sentences += 1
+        if document:
+            documents.append(document)
+    return documents, sentences
