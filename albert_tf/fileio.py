@@ -26,8 +26,13 @@ def is_remote(path: str | os.PathLike) -> bool:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
-    `path`, on any error it is removed and the error propagates."""
+    `path`, on any error it is removed and the error propagates. For a remote `path`
+    the temporary file is local and is copied up on success (then renamed into place)."""
     path = os.fspath(path)
+    if is_remote(path):
+        with _remote_output(path) as tmp:
+            yield tmp
+        return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
@@ -39,6 +44,23 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def _remote_output(path: str) -> Iterator[str]:
+    import tensorflow as tf
+
+    fd, local = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp")
+    os.close(fd)
+    remote_tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
+    try:
+        yield local
+        tf.io.gfile.copy(local, remote_tmp, overwrite=True)
+        tf.io.gfile.rename(remote_tmp, path, overwrite=True)
+    finally:
+        os.remove(local)
+        if tf.io.gfile.exists(remote_tmp):
+            tf.io.gfile.remove(remote_tmp)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> str:

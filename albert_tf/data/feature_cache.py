@@ -17,7 +17,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from albert_tf.data.records import RecordSchema
-from albert_tf.fileio import atomic_output, atomic_write_text
+from albert_tf.fileio import atomic_output, atomic_write_text, read_text
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -32,8 +32,10 @@ class CachedRecords:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    import tensorflow as tf
+
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -47,9 +49,8 @@ def cache_key(schema: RecordSchema, settings: Mapping[str, Any]) -> str:
 
 def _load_side_file(side_file: str, key: str) -> dict | None:
     try:
-        with open(side_file, encoding="utf-8") as f:
-            side = json.load(f)
-    except (OSError, json.JSONDecodeError):
+        side = json.loads(read_text(side_file) or "null")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     return side if isinstance(side, dict) and side.get("key") == key else None
 
@@ -62,7 +63,7 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
 
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key) if os.path.isfile(record_file) else None
+    side = _load_side_file(side_file, key) if tf.io.gfile.exists(record_file) else None
     if side is not None:
         return CachedRecords(record_file, side_file, side, reused=True)
     with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
