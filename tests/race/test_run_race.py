@@ -157,7 +157,9 @@ def test_predictions_cover_every_question_and_recompute_the_accuracy(trained, se
         assert p["prediction"] == "ABCD"[int(np.argmax(p["probabilities"]))]
         assert len(p["probabilities"]) == 4 and sum(p["probabilities"]) == pytest.approx(1.0, abs=1e-5)
     recomputed = accuracy(lines, gold)
-    results = dict(line.split(" = ") for line in (trained / "predict_results.txt").read_text().splitlines())
+    header, *lines = (trained / "predict_results.txt").read_text().splitlines()
+    assert header == "***** Predict results *****"  # the original's first line
+    results = dict(line.split(" = ") for line in lines)
     assert float(results["eval_accuracy"]) == pytest.approx(recomputed, abs=1e-9)
     _, best_step, _ = (trained / "best_trial.txt").read_text().split(":")
     assert int(results["global_step"]) == int(best_step)  # predicted with model.ckpt-best
