@@ -70,6 +70,7 @@ class HubModule(tf.Module):
         return self._encode({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
 
     def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
+        """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
         out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
                            "masked_lm_positions": mlm_positions}, training=False)
         return {"mlm_logits": out["mlm_logits"], "sequence_output": out["sequence_output"],
