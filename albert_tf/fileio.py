@@ -84,6 +84,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def read_bytes(path: str | os.PathLike) -> bytes | None:
+    """The bytes of `path` (local or remote), None when it is not a file."""
+    path = os.fspath(path)
+    if is_remote(path):
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
+            return None
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def read_text(path: str | os.PathLike) -> str | None:
     """The UTF-8 text of `path` (local or remote), None when it does not exist."""
     path = os.fspath(path)
