@@ -327,15 +327,15 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
             raise CheckpointError(f"SentencePiece model not found: {spm_model_file}")
         tokenizer, token_ids = _tokenizer_config(spm_model_file, do_lower_case, model.config)
         config.update(token_ids)
-    if os.path.exists(os.path.join(folder, INDEX_FILE)):
+    if tf.io.gfile.exists(_join(folder, INDEX_FILE)):
         raise CheckpointError(f"{folder} holds a sharded model ({INDEX_FILE}) that this single "
                               f"{WEIGHTS_FILE} would not replace; write to another folder")
-    os.makedirs(folder, exist_ok=True)
-    with atomic_output(os.path.join(folder, WEIGHTS_FILE)) as tmp:
+    tf.io.gfile.makedirs(folder)  # local or gs://
+    with atomic_output(_join(folder, WEIGHTS_FILE)) as tmp:
         safetensors.numpy.save_file(tensors, tmp, metadata=_METADATA)
     if tokenizer is not None:
-        with atomic_output(os.path.join(folder, SPM_FILE)) as tmp:
+        with atomic_output(_join(folder, SPM_FILE)) as tmp:
             tf.io.gfile.copy(spm_model_file, tmp, overwrite=True)
-        atomic_write_text(os.path.join(folder, TOKENIZER_CONFIG_FILE), _json_text(tokenizer))
-    atomic_write_text(os.path.join(folder, CONFIG_FILE), _json_text(config))
+        atomic_write_text(_join(folder, TOKENIZER_CONFIG_FILE), _json_text(tokenizer))
+    atomic_write_text(_join(folder, CONFIG_FILE), _json_text(config))
     return folder

@@ -78,3 +78,21 @@ def test_a_trained_projection_is_refused_in_one_line(equal_sizes, tmp_path):
     safetensors.numpy.save_file(tensors, str(perturbed / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(CheckpointError, match="identity"):
         _load(perturbed)
+
+
+def test_written_to_and_read_from_a_remote_filesystem(equal_sizes, tmp_path, monkeypatch):
+    """gs:// folders go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket
+    (and nothing lands on the local disk, as a local `ram:` folder would with os calls)."""
+    import uuid
+
+    folder, _ = equal_sizes
+    model, _ = _load(folder)
+    monkeypatch.chdir(tmp_path)
+    remote = f"ram://hf-{uuid.uuid4().hex}/model"
+    save_hf_checkpoint(model, remote, "AlbertForPreTraining")
+    assert sorted(tf.io.gfile.listdir(remote)) == ["config.json", "model.safetensors"]
+    again = AlbertPretrainer(model.config)
+    assert load_checkpoint(again, remote).format == "hf"
+    for a, b in zip(model.weights, again.weights):
+        assert np.array_equal(a.numpy(), b.numpy()), a.name
+    assert not list(tmp_path.iterdir())
