@@ -13,7 +13,7 @@ import contextlib
 import os
 import tempfile
 import uuid
-from typing import Iterator
+from typing import IO, Iterator
 
 TMP_MARK = ".tmp-"  # in every temporary name: leftovers of a crash are found by it
 
@@ -84,20 +84,41 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def is_file(path: str | os.PathLike) -> bool:
+    """True when `path` (local or remote) is a file."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        return os.path.isfile(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+
+
 def read_bytes(path: str | os.PathLike) -> bytes | None:
     """The bytes of `path` (local or remote), None when it is not a file."""
     path = os.fspath(path)
+    if not is_file(path):
+        return None
     if is_remote(path):
         import tensorflow as tf
 
-        if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
-            return None
         with tf.io.gfile.GFile(path, "rb") as f:
             return f.read()
-    if not os.path.isfile(path):
-        return None
     with open(path, "rb") as f:
         return f.read()
+
+
+def open_text(path: str | os.PathLike, encoding: str = "utf-8", newline: str | None = None) -> IO[str]:
+    """`open(path, "r", ...)` for a local or remote file (a remote one is read whole first)."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        return open(path, "r", encoding=encoding, newline=newline)
+    import io
+
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return io.TextIOWrapper(io.BytesIO(f.read()), encoding=encoding, newline=newline)
 
 
 def read_text(path: str | os.PathLike) -> str | None:

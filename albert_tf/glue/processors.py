@@ -23,7 +23,7 @@ import dataclasses
 import os
 from typing import Iterator, Sequence
 
-from albert_tf.fileio import is_remote
+from albert_tf.fileio import is_file, open_text
 
 SPLITS = ("train", "dev", "test")
 
@@ -254,36 +254,15 @@ def get_task_spec(task_name: str) -> TaskSpec:
     return TASKS[key]
 
 
-def _open_text(path: str):
-    """A UTF-8 text file (BOM dropped) read in lines split at "\n" only; gs:// paths through
-    tf.io.gfile (imported only then: reading local GLUE files needs no TensorFlow)."""
-    if not is_remote(path):
-        return open(path, "r", encoding="utf-8-sig", newline="\n")
-    import io
-
-    import tensorflow as tf
-
-    return io.TextIOWrapper(io.BytesIO(tf.io.gfile.GFile(path, "rb").read()), encoding="utf-8-sig",
-                            newline="\n")
-
-
 def read_tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
     """Yields (1-based line number, fields) for each non-empty line of a GLUE TSV."""
     # newline="\n": split rows at "\n" only; GLUE sentences contain other line breaks.
-    with _open_text(os.fspath(path)) as f:
+    with open_text(path, encoding="utf-8-sig", newline="\n") as f:
         for line_number, line in enumerate(f, start=1):
             line = line[:-1] if line.endswith("\n") else line
             line = line[:-1] if line.endswith("\r") else line
             if line:
                 yield line_number, line.split("\t")
-
-
-def _is_file(path: str) -> bool:
-    if not is_remote(path):
-        return os.path.isfile(path)
-    import tensorflow as tf
-
-    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
 
 
 class GlueProcessor:
@@ -320,7 +299,7 @@ class GlueProcessor:
     def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
         """Streams the examples of a split, checking every row."""
         path = self.data_file(data_dir, split)
-        if not _is_file(path):
+        if not is_file(path):
             raise FileNotFoundError(
                 f"GLUE {self.spec.name} {split} file not found: {path} "
                 f"(expected --data_dir to contain {self.spec.folder}/{self.spec.splits[split].file})"

@@ -40,7 +40,7 @@ def test_all_txt_is_read_alone_when_present(race_dir, make_record, caplog):
     race_dir("dev", "middle", [make_record(id="a")], name="a.txt")
     race_dir("dev", "middle", [make_record(id="b")], name="b.txt")
     root = race_dir("dev", "high", [make_record(id="c")], name="c.txt")
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO"), caplog.at_level("INFO", logger="absl"):
         examples = data.read_race(root, "dev")
     assert [e.id for e in examples] == ["a", "b", "c"]
     assert [path.rsplit("/", 1)[1] for _, path in data.race_files(root, "dev")] == ["all.txt", "c.txt"]
