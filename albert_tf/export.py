@@ -2,7 +2,9 @@
 
 Signatures (all batch-first, int32 ids):
 - `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
-- `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs)
+- `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs); mlm_logits is
+  [B, P, V] (P = mlm_positions' width), where the original module's is [B*P, V]: reshape
+  with `tf.reshape(mlm_logits, [-1, V])` for the original's layout
 - `sop`: input_ids, input_mask, segment_ids -> sop_log_probs [B,2] (log-probabilities)
   (and the `tokens` outputs, as the original module's signature)
 - `tokenization_info`: () -> spm_model_file (or vocab_file) asset path, do_lower_case
@@ -10,18 +12,25 @@ Signatures (all batch-first, int32 ids):
   up to max_seq_length, then the `tokens` outputs plus the input_ids/input_mask used.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
-in the graph). The tokenizer model is stored as an asset of the SavedModel.
+in the graph). The tokenizer model and `albert_config.json` (as the original module
+ships it) are stored as assets. The variables are saved under their TF1 names
+(`tf1_variables/<name>`), so `load_checkpoint` reads the export back: export ->
+fine-tune with `--init_checkpoint=<export>`.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 
 import tensorflow as tf
 
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+CONFIG_ASSET = "albert_config.json"
+# The module attribute holding the variables by TF1 name (read by albert_tf.weights.loading).
+VARIABLES_ATTRIBUTE = "tf1_variables"
 
 
 def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
@@ -32,14 +41,23 @@ class HubModule(tf.Module):
     """What export_model.py saves: the pretrainer's variables, the tokenizer and
     the signature functions."""
 
-    def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int):
+    def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int,
+                 config_file: str | None = None):
         super().__init__(name="albert_hub_module")
+        from albert_tf.weights.names import tf1_name_map
+
         # Call the Keras model without tracking it (tracking would serialize Keras'
-        # own layer traces too); its variables are tracked directly.
+        # own layer traces too); its variables are tracked directly, by TF1 name.
         object.__setattr__(self, "_model", pretrainer)
-        self.model_variables = list(pretrainer.variables)
+        named = tf1_name_map(pretrainer)
+        unnamed = {id(v) for v in pretrainer.variables} - {id(v) for v in named.values()}
+        if unnamed:
+            raise ValueError(f"{len(unnamed)} variables of the model have no TF1 name to export them under")
+        setattr(self, VARIABLES_ATTRIBUTE, dict(named))
         self.tokenizer = tokenizer
         self.tokenizer_asset = tf.saved_model.Asset(tokenizer_file)
+        if config_file:
+            self.config_asset = tf.saved_model.Asset(config_file)
         self.do_lower_case = tf.constant(bool(do_lower_case))
         self.max_seq_length = max_seq_length
 
@@ -52,6 +70,7 @@ class HubModule(tf.Module):
         return self._encode({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
 
     def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
+        """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
         out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
                            "masked_lm_positions": mlm_positions}, training=False)
         return {"mlm_logits": out["mlm_logits"], "sequence_output": out["sequence_output"],
@@ -108,7 +127,10 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     if tokenizer.vocab_size != pretrainer.config.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} pieces but the ALBERT config's "
                          f"vocab_size is {pretrainer.config.vocab_size}: wrong tokenizer file for this model?")
-    module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length)
+    config_dir = tempfile.mkdtemp()
+    config_file = os.path.join(config_dir, CONFIG_ASSET)  # the asset keeps the file's name
+    pretrainer.config.to_json_file(config_file)
+    module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length, config_file)
     export_path = os.path.abspath(export_path)
     tmp, old = export_path + ".tmp-export", export_path + ".old-export"
     try:
@@ -120,4 +142,5 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(config_dir, ignore_errors=True)
     return export_path

@@ -14,7 +14,7 @@ import hashlib
 import os
 import tempfile
 import uuid
-from typing import Iterator
+from typing import IO, Iterator
 
 TMP_MARK = ".tmp-"  # in every temporary name: leftovers of a crash are found by it
 
@@ -27,8 +27,13 @@ def is_remote(path: str | os.PathLike) -> bool:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
-    `path`, on any error it is removed and the error propagates."""
+    `path`, on any error it is removed and the error propagates. For a remote `path`
+    the temporary file is local and is copied up on success (then renamed into place)."""
     path = os.fspath(path)
+    if is_remote(path):
+        with _remote_output(path) as tmp:
+            yield tmp
+        return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
@@ -40,6 +45,23 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def _remote_output(path: str) -> Iterator[str]:
+    import tensorflow as tf
+
+    fd, local = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp")
+    os.close(fd)
+    remote_tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
+    try:
+        yield local
+        tf.io.gfile.copy(local, remote_tmp, overwrite=True)
+        tf.io.gfile.rename(remote_tmp, path, overwrite=True)
+    finally:
+        os.remove(local)
+        if tf.io.gfile.exists(remote_tmp):
+            tf.io.gfile.remove(remote_tmp)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> str:
@@ -61,6 +83,43 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
     return path
+
+
+def is_file(path: str | os.PathLike) -> bool:
+    """True when `path` (local or remote) is a file."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        return os.path.isfile(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+
+
+def read_bytes(path: str | os.PathLike) -> bytes | None:
+    """The bytes of `path` (local or remote), None when it is not a file."""
+    path = os.fspath(path)
+    if not is_file(path):
+        return None
+    if is_remote(path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_text(path: str | os.PathLike, encoding: str = "utf-8", newline: str | None = None) -> IO[str]:
+    """`open(path, "r", ...)` for a local or remote file (a remote one is read whole first)."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        return open(path, "r", encoding=encoding, newline=newline)
+    import io
+
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return io.TextIOWrapper(io.BytesIO(f.read()), encoding=encoding, newline=newline)
 
 
 def read_text(path: str | os.PathLike) -> str | None:

@@ -21,12 +21,18 @@ class VocabMismatchError(ValueError):
 
 def tokenizer_vocab_size(spm_model_file: str | None, vocab_file: str | None) -> int:
     """Pieces in a SentencePiece model, else lines of a WordPiece vocab.txt."""
+    from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
+
     if spm_model_file:
         import sentencepiece
 
-        return sentencepiece.SentencePieceProcessor(model_file=spm_model_file).get_piece_size()
-    with open(vocab_file, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip())
+        from albert_tf.tokenization.spm import read_model_bytes
+
+        return sentencepiece.SentencePieceProcessor(model_proto=read_model_bytes(spm_model_file)).get_piece_size()
+    data = read_bytes(vocab_file)
+    if data is None:
+        raise FileNotFoundError(f"vocab file not found: {vocab_file}")
+    return sum(1 for line in data.decode("utf-8").split("\n") if line.strip())
 
 
 def check_tokenizer(spm_model_file: str | None, vocab_file: str | None, vocab_size: int,

@@ -21,7 +21,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from albert_tf.data.records import RecordSchema
-from albert_tf.fileio import atomic_output, atomic_write_text
+from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, read_text
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -59,9 +59,8 @@ def cache_key(schema: RecordSchema, settings: Mapping[str, Any]) -> str:
 
 def _load_side_file(side_file: str, key: str) -> dict | None:
     try:
-        with open(side_file, encoding="utf-8") as f:
-            side = json.load(f)
-    except (OSError, json.JSONDecodeError):
+        side = json.loads(read_text(side_file) or "null")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     ok = isinstance(side, dict) and side.get("key") == key and isinstance(side.get("num_records"), int)
     return side if ok else None
@@ -79,10 +78,10 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key) if os.path.isfile(record_file) else None
+    side = _load_side_file(side_file, key) if tf.io.gfile.exists(record_file) else None
     if side is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
-    tf.io.gfile.makedirs(os.path.dirname(os.path.abspath(record_file)))
+    tf.io.gfile.makedirs(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
     count = 0
     with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         def write(record: bytes) -> None:

@@ -7,7 +7,9 @@ input pipeline, with the very algorithm of ``create_pretraining_data.py`` (whole
 from ``token_boundary``, n-gram lengths p(n) ∝ 1/n, 80% [MASK] / 10% kept / 10% random,
 ``min(max_predictions_per_seq, max(1, round(len · budget)))`` positions).  The budget is
 the masked share of tokens, i.e. ``create_pretraining_data.py``'s ``--masked_lm_prob``
-(0.15 gives the offline statistics).
+(0.15 gives the offline statistics). The n-gram settings are fixed at that tool's
+defaults (``ngram=3``, whole-word masking, ``favor_shorter_ngram``), whatever the
+records were made with.
 
 The records' own masks are undone first (``masked_lm_ids`` hold the original ids at
 ``masked_lm_positions``), so any file from ``create_pretraining_data.py`` works.  Each

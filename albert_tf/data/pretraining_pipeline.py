@@ -5,13 +5,15 @@ every document in every `dupe_factor` pass; shuffle all instances together)
 but with memory bounded whatever the corpus size:
 
 1. Tokenize: the input is read as a stream of documents (a blank line or the
-   end of a file ends one) cut into blocks of about `block_size_mb` of text;
+   end of a file ends one; the original continued a file's last document into
+   the next file) cut into blocks of about `block_size_mb` of text;
    workers tokenize blocks, the main process appends the documents, in corpus
    order, to a `DocumentStore` on disk (token ids plus an offset index).
 2. Instances: for each pass and each range of documents, a worker reads the
    range from the store and makes its instances. "A random other document"
    (single-segment chunks, `random_next_sentence`) is drawn uniformly from the
-   whole corpus (not the current one, as the original) and read from the store
+   whole corpus, redrawn up to 10 times while it is the current document (the
+   original's loop, which after 10 misses keeps the current one) and read from the store
    by offset. Each instance gets a random 64-bit sort key; serialized and framed
    as TFRecords, instances are scattered by key range into bucket files, each
    worker appending to files of its own.

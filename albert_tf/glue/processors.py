@@ -23,6 +23,8 @@ import dataclasses
 import os
 from typing import Iterator, Sequence
 
+from albert_tf.fileio import is_file, open_text
+
 SPLITS = ("train", "dev", "test")
 
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
@@ -255,7 +257,7 @@ def get_task_spec(task_name: str) -> TaskSpec:
 def read_tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
     """Yields (1-based line number, fields) for each non-empty line of a GLUE TSV."""
     # newline="\n": split rows at "\n" only; GLUE sentences contain other line breaks.
-    with open(path, "r", encoding="utf-8-sig", newline="\n") as f:
+    with open_text(path, encoding="utf-8-sig", newline="\n") as f:
         for line_number, line in enumerate(f, start=1):
             line = line[:-1] if line.endswith("\n") else line
             line = line[:-1] if line.endswith("\r") else line
@@ -309,7 +311,7 @@ class GlueProcessor:
     def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
         """Streams the examples of a split, checking every row."""
         path = self.data_file(data_dir, split)
-        if not os.path.isfile(path):
+        if not is_file(path):
             raise FileNotFoundError(
                 f"GLUE {self.spec.name} {split} file not found: {path} "
                 f"(expected --data_dir to contain {self.spec.folder}/{self.spec.splits[split].file})"

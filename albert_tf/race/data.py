@@ -1,9 +1,11 @@
 """Reading RACE into examples, one per question, with errors that say file:line.
 
-Layout, as the original's `race_utils.RaceProcessor` reads it:
-``<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt``: every ``.txt`` file of a
-level folder (the CMU release has one file per article, preprocessed copies often a
-single ``all.txt``), each line one JSON object::
+Layout: ``<data_dir>/RACE/{train,dev,test}/{middle,high}/``. The original's
+`race_utils.RaceProcessor` reads only ``<level>/all.txt``; so does this reader when
+the file exists (a folder that holds ``all.txt`` beside per-article files would
+otherwise read every question twice). Without it, every ``*.txt`` of the level
+folder is read (the CMU release has one file per article); the log says which.
+Each line is one JSON object::
 
     {"article": str, "questions": [str, ...], "options": [[4 str], ...],
      "answers": ["A".."D", ...], "id": str}
@@ -26,9 +28,13 @@ import json
 import os
 from typing import Any, Sequence
 
+import tensorflow as tf
+from absl import logging
+
 LETTERS = "ABCD"
 NUM_CHOICES = len(LETTERS)
 LEVELS = ("middle", "high")
+ALL_FILE = "all.txt"  # the one file per level the original reads
 SPLITS = ("train", "dev", "test")
 FIELDS = ("article", "questions", "options", "answers", "id")
 
@@ -87,15 +93,25 @@ def race_files(data_dir: str | os.PathLike, split: str, high_only: bool = False,
         raise RaceDataError(f"unknown RACE split {split!r}: expected one of {', '.join(SPLITS)}")
     files = []
     for level in levels_to_read(high_only, middle_only):
-        folder = os.path.join(os.fspath(data_dir), "RACE", split, level)
-        if not os.path.isdir(folder):
+        folder = _join(_join(_join(os.fspath(data_dir), "RACE"), split), level)
+        if not tf.io.gfile.isdir(folder):
             raise RaceDataError(f"RACE {split} data not found: expected the folder {folder} "
                                 f"(--data_dir must hold RACE/{split}/{level}/*.txt)")
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".txt"))
+        names = sorted(n for n in tf.io.gfile.listdir(folder) if n.endswith(".txt"))
         if not names:
             raise RaceDataError(f"no .txt files in {folder} (expected RACE's all.txt or one file per article)")
-        files.extend((level, os.path.join(folder, n)) for n in names)
+        if ALL_FILE in names:
+            names = [ALL_FILE]
+            logging.info("RACE %s/%s: reading %s", split, level, _join(folder, ALL_FILE))
+        else:
+            logging.info("RACE %s/%s: no %s, reading the %d per-article files in %s", split, level, ALL_FILE,
+                         len(names), folder)
+        files.extend((level, _join(folder, n)) for n in names)
     return files
+
+
+def _join(folder: str, name: str) -> str:
+    return folder.rstrip("/") + "/" + name if "://" in folder else os.path.join(folder, name)
 
 
 def read_race(data_dir: str | os.PathLike, split: str, high_only: bool = False,
@@ -111,7 +127,7 @@ def read_race(data_dir: str | os.PathLike, split: str, high_only: bool = False,
 
 def read_race_file(path: str, level: str) -> list[RaceExample]:
     examples: list[RaceExample] = []
-    with open(path, "rb") as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             where = f"{path}:{number}"
             try:

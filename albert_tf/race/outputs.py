@@ -8,7 +8,8 @@ four choices), the original's keys, plus `eval_accuracy_middle` / `eval_accuracy
 Files (atomic):
 - `eval_results.txt`: per evaluated checkpoint, sorted `key = value` lines, `best = `
   and a rule of 50 `=`, as the original's run_race (its eval loop was run_classifier's);
-- `predict_results.txt`: the test split's metrics, sorted `key = value` lines;
+- `predict_results.txt`: the original's header line `***** Predict results *****`, then
+  the test split's metrics as sorted `key = value` lines;
 - `test_predictions.jsonl`: one JSON line per question, in file order: `id`,
   `question_index`, `prediction` (the letter), `probabilities` (four floats).
 """
@@ -28,6 +29,7 @@ KEY_METRIC = "eval_accuracy"
 RESULTS_LAYOUT = ResultsLayout(sort_keys=True, best_line=True, separator="=" * 50)
 PREDICT_LAYOUT = ResultsLayout(sort_keys=True, append=False)
 PREDICT_RESULTS_FILE = "predict_results.txt"
+PREDICT_HEADER = "***** Predict results *****"  # the original's first line of predict_results.txt
 PREDICTIONS_FILE = "test_predictions.jsonl"
 
 
@@ -66,4 +68,4 @@ def write_predictions(output_dir: str, examples: Sequence[RaceExample], probabil
 
 def write_predict_results(output_dir: str, results: dict) -> str:
     return atomic_write_text(os.path.join(output_dir, PREDICT_RESULTS_FILE),
-                             format_eval_results(results, PREDICT_LAYOUT))
+                             PREDICT_HEADER + "\n" + format_eval_results(results, PREDICT_LAYOUT))

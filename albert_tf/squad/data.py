@@ -1,6 +1,7 @@
 """Reading SQuAD 1.1 / 2.0 JSON files into examples, with errors that say where.
 
-Pure Python (no TensorFlow): the evaluator uses it too.
+Pure Python for local files (the evaluator uses it too); remote paths (``gs://``)
+are read through ``tf.io.gfile`` (`albert_tf.fileio.read_text`).
 
 Version rule (one place, used by the evaluator and the driver): a top-level
 ``"version"`` key decides when it names 1.x or 2.x (``"1.1"``, ``"v2.0"``);
@@ -13,6 +14,8 @@ import dataclasses
 import json
 import os
 from typing import Any, Iterator
+
+from albert_tf.fileio import read_text
 
 
 class SquadFormatError(ValueError):
@@ -40,11 +43,11 @@ class SquadExample:
 def load_json(path: str | os.PathLike, what: str = "SQuAD file") -> Any:
     """Parses a JSON file; a missing file or bad JSON raises SquadFormatError naming it."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise SquadFormatError(f"{what} not found: {path}")
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        text = read_text(path)  # gs:// and other remote paths through tf.io.gfile
+        if text is None:
+            raise SquadFormatError(f"{what} not found: {path}")
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise SquadFormatError(
             f"{what} {path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from e

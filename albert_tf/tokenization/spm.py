@@ -11,11 +11,13 @@ REQUIRED_PIECES = ("[CLS]", "[SEP]", "[MASK]")
 
 def read_model_bytes(spm_model_file: str | os.PathLike) -> bytes:
     """Reads a SentencePiece model file, failing clearly if it is missing."""
+    from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
+
     path = os.fspath(spm_model_file)
-    if not os.path.isfile(path):
+    data = read_bytes(path)
+    if data is None:
         raise FileNotFoundError(f"SentencePiece model file not found: {path}")
-    with open(path, "rb") as f:
-        return f.read()
+    return data
 
 
 def load_spm_model(spm_model_file: str | os.PathLike) -> sentencepiece_lib.SentencePieceProcessor:

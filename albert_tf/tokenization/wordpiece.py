@@ -14,19 +14,24 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     As in Google's code, only the first whitespace-separated field counts, so a
     SentencePiece `*.vocab` (piece<TAB>score) also loads; a blank line is " ".
     """
+    from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
+
     path = os.fspath(vocab_file)
-    if not os.path.isfile(path):
+    data = read_bytes(path)
+    if data is None:
         raise FileNotFoundError(f"vocab file not found: {path}")
     vocab: dict[str, int] = {}
-    with open(path, "rb") as f:
-        for line_number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}:{line_number}: vocab line is not valid UTF-8") from None
-            token = line.strip().split()[0] if line.strip() else " "
-            if token not in vocab:
-                vocab[token] = len(vocab)
+    lines = data.split(b"\n")  # at "\n" only, as iterating the file did
+    if lines[-1] == b"":
+        lines.pop()
+    for line_number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}:{line_number}: vocab line is not valid UTF-8") from None
+        token = line.strip().split()[0] if line.strip() else " "
+        if token not in vocab:
+            vocab[token] = len(vocab)
     if not vocab:
         raise ValueError(f"vocab file {path} is empty")
     return vocab

@@ -204,6 +204,9 @@ class Trainer:
         self.policy = CheckpointPolicy(config.output_dir, config.save_checkpoints_steps,
                                        config.keep_checkpoint_max, self.worker, self._barrier)
         self.save_hooks: list[Callable[[str], Any]] = []
+        # What ran, for the log (and the topology tests): one-device semantics make it invisible otherwise.
+        logging.info("Topology: %d worker(s), %d replica(s) in sync, %d micro-batch(es) per replica per step",
+                     self.worker.num_workers, self.num_replicas, config.gradient_accumulation_steps)
 
     # ------------------------------------------------------------------ setup
     def _input_context(self, global_batches_to_skip: int = 0) -> TrainInputContext:

@@ -32,6 +32,9 @@ _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl")
 _OTHER_FORMATS = ("tf_model.h5", "flax_model.msgpack")
 # The metadata transformers checks before it loads a safetensors file.
 _METADATA = {"format": "pt"}
+# Google's ALBERT has no embedding-to-hidden projection when embedding_size == hidden_size;
+# transformers always has one, so such a model is written (and accepted) as the identity.
+MAPPING_PREFIX = "bert/encoder/embedding_hidden_mapping_in/"
 PICKLE_REFUSAL = ("only safetensors weights are read: a .bin file is a Python pickle, which runs code of "
                   "whoever wrote it while it loads (and needs PyTorch); use the model's model.safetensors, "
                   "or save it with transformers' save_pretrained(..., safe_serialization=True)")
@@ -200,7 +203,30 @@ def read_checkpoint(path: str) -> HFCheckpoint:
         else:
             tensors[tf1_name] = _float32(file, name, info)
             origin[tf1_name] = (name, file, transposed)
+    _drop_identity_mapping(config, tensors, origin, unused)
     return HFCheckpoint(folder, config, tensors, origin, sorted(unused), weights_path)
+
+
+def _drop_identity_mapping(config: dict[str, Any], tensors: dict[str, np.ndarray],
+                           origin: dict[str, tuple[str, str, bool]], unused: list[str]) -> None:
+    """With embedding_size == hidden_size our model (like Google's) has no projection:
+    an identity one is dropped (listed as unused), any other refused."""
+    kernel, bias = tensors.get(MAPPING_PREFIX + "kernel"), tensors.get(MAPPING_PREFIX + "bias")
+    square = kernel is not None and kernel.ndim == 2 and kernel.shape[0] == kernel.shape[1]
+    if not square and ("embedding_size" not in config or config.get("embedding_size") != config.get("hidden_size")):
+        return  # E != H (a square kernel means E == H whatever config.json says)
+    if kernel is None and bias is None:
+        return
+    identity = (square and np.array_equal(kernel, np.eye(kernel.shape[0], dtype=np.float32))
+                and (bias is None or not bias.any()))
+    if not identity:
+        name, file, _ = origin[MAPPING_PREFIX + ("kernel" if kernel is not None else "bias")]
+        raise CheckpointError(f"{file}: tensor {name} is not the identity (weight I, bias 0), but embedding_size "
+                              f"== hidden_size, where ALBERT has no embedding-to-hidden projection to load it into")
+    for suffix in ("kernel", "bias"):
+        if MAPPING_PREFIX + suffix in tensors:
+            del tensors[MAPPING_PREFIX + suffix]
+            unused.append(origin.pop(MAPPING_PREFIX + suffix)[0])
 
 
 # --- writing ------------------------------------------------------------------
@@ -228,6 +254,8 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
                 tensors[(name_table.HF_BASE_PREFIX if spec.prefixed else "") + bare] = value
         elif bare.startswith(spec.heads):
             tensors[bare] = value
+    if model.config.embedding_size == model.config.hidden_size:
+        _add_identity_mapping(tensors, spec, model.config.hidden_size)
     if foreign:
         raise CheckpointError(f"{', '.join(sorted(foreign)[:4])}{' ...' if len(foreign) > 4 else ''}: "
                               f"no Hugging Face counterpart, so {architecture} cannot hold this model")
@@ -239,6 +267,14 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
         raise CheckpointError(f"AlbertForMultipleChoice scores each choice with one output, but the head has "
                               f"{tensors['classifier.weight'].shape[0]} (a GLUE classifier?)")
     return tensors
+
+
+def _add_identity_mapping(tensors: dict[str, np.ndarray], spec: Architecture, width: int) -> None:
+    """transformers always builds embedding_hidden_mapping_in and would initialise a
+    missing one at random; our E == H model has none, i.e. the identity."""
+    prefix = (name_table.HF_BASE_PREFIX if spec.prefixed else "") + "encoder.embedding_hidden_mapping_in."
+    tensors[prefix + "weight"] = np.eye(width, dtype=np.float32)
+    tensors[prefix + "bias"] = np.zeros([width], np.float32)
 
 
 def _tokenizer_config(spm_model_file: str, do_lower_case: bool, config) -> tuple[dict, dict]:
@@ -291,15 +327,15 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
             raise CheckpointError(f"SentencePiece model not found: {spm_model_file}")
         tokenizer, token_ids = _tokenizer_config(spm_model_file, do_lower_case, model.config)
         config.update(token_ids)
-    if os.path.exists(os.path.join(folder, INDEX_FILE)):
+    if tf.io.gfile.exists(_join(folder, INDEX_FILE)):
         raise CheckpointError(f"{folder} holds a sharded model ({INDEX_FILE}) that this single "
                               f"{WEIGHTS_FILE} would not replace; write to another folder")
-    os.makedirs(folder, exist_ok=True)
-    with atomic_output(os.path.join(folder, WEIGHTS_FILE)) as tmp:
+    tf.io.gfile.makedirs(folder)  # local or gs://
+    with atomic_output(_join(folder, WEIGHTS_FILE)) as tmp:
         safetensors.numpy.save_file(tensors, tmp, metadata=_METADATA)
     if tokenizer is not None:
-        with atomic_output(os.path.join(folder, SPM_FILE)) as tmp:
+        with atomic_output(_join(folder, SPM_FILE)) as tmp:
             tf.io.gfile.copy(spm_model_file, tmp, overwrite=True)
-        atomic_write_text(os.path.join(folder, TOKENIZER_CONFIG_FILE), _json_text(tokenizer))
-    atomic_write_text(os.path.join(folder, CONFIG_FILE), _json_text(config))
+        atomic_write_text(_join(folder, TOKENIZER_CONFIG_FILE), _json_text(tokenizer))
+    atomic_write_text(_join(folder, CONFIG_FILE), _json_text(config))
     return folder

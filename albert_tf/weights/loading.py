@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections import deque
 from typing import Optional
 
@@ -16,12 +17,14 @@ from albert_tf.weights.errors import CheckpointError
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Root attribute our training loop and converter save the model under.
 MODEL_ROOT = "model"
+# Where our hub-style export (albert_tf.export) keeps the variables, by TF1 name.
+EXPORT_VARIABLES = "tf1_variables/"
 
 
 @dataclasses.dataclass
 class LoadReport:
     path: str
-    format: str  # "tf1" (Google's names), "tf2" (ours, object-based) or "hf" (Hugging Face folder)
+    format: str  # "tf1" (Google's names), "tf2" (ours, object-based), "export" (our SavedModel) or "hf"
     loaded: list[str]  # TF1 names of the model variables that were set
     skipped: list[str]  # checkpoint entries not used (slots, global_step, other heads)
     missing_allowed: list[str]  # head variables left as initialised, by request
@@ -56,6 +59,8 @@ def resolve_checkpoint(path: str) -> str:
 
 def checkpoint_format(keys) -> str:
     keys = list(keys)
+    if any(k.startswith(EXPORT_VARIABLES) for k in keys):
+        return "export"
     if any(k.endswith(_VALUE_SUFFIX) for k in keys):
         return "tf2"
     if any(_strip_hub(k).startswith(("bert/", "cls/")) for k in keys):
@@ -102,6 +107,19 @@ def _tf1_sources(model_names: dict[str, tf.Variable], keys: set[str], init_from_
             source = name_table.HUB_PREFIX + source
         sources[name] = source if source in keys else None
     return sources
+
+
+def _export_sources(model_names: dict[str, tf.Variable], keys: set[str],
+                    init_from_group0: bool) -> dict[str, Optional[str]]:
+    """Maps TF1 names to keys of our export, which tracks them by TF1 name (object-graph
+    escaping: "/" is ".S", "." is "..")."""
+    by_name = {}
+    for key in keys:
+        if key.startswith(EXPORT_VARIABLES) and key.endswith(_VALUE_SUFFIX):
+            escaped = key[len(EXPORT_VARIABLES): -len(_VALUE_SUFFIX)]
+            by_name[re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), escaped)] = key
+    return {name: by_name.get(name_table.group0_source_name(name) if init_from_group0 else name)
+            for name in model_names}
 
 
 def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> dict[str, Optional[str]]:
@@ -159,7 +177,8 @@ def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
                     init_from_group0: bool = False) -> LoadReport:
     """Loads a Google TF1 checkpoint (prefix or directory, with or without the
-    TF-Hub `module/` prefix), one of ours, or a Hugging Face folder (config.json +
+    TF-Hub `module/` prefix), one of ours, our hub-style export's folder
+    (`albert_tf.export`), or a Hugging Face folder (config.json +
     model.safetensors) into an AlbertModel, AlbertPretrainer or task model with an
     `.encoder`.
 
@@ -179,8 +198,12 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     fmt = checkpoint_format(keys)
     _ensure_built(model)
     model_names = name_table.tf1_name_map(model)
-    sources = (_tf1_sources(model_names, keys, init_from_group0) if fmt == "tf1"
-               else _tf2_sources(model, model_names, keys))
+    if fmt == "tf1":
+        sources = _tf1_sources(model_names, keys, init_from_group0)
+    elif fmt == "export":
+        sources = _export_sources(model_names, keys, init_from_group0)
+    else:
+        sources = _tf2_sources(model, model_names, keys)
     problems, missing_allowed = _fit(model_names, sources, shapes,
                                      lambda name: allow_missing_heads and not name.startswith("bert/"))
     if problems:

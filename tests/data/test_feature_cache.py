@@ -51,3 +51,30 @@ def test_failed_build_leaves_the_old_cache(tmp_path):
         cached_records(path, SCHEMA, {"data": "b"}, broken)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tf_record", "c.tf_record.json"]
     assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and _read(path) == [1, 2, 3]
+
+
+def test_remote_cache_is_built_reused_and_left_whole(tmp_path):
+    """gs:// caches go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket."""
+    import hashlib
+    import uuid
+
+    from albert_tf.fileio import file_sha256
+
+    folder, calls = f"ram://cache-{uuid.uuid4().hex}/features", []
+    path = f"{folder}/c.tf_record"
+    first = cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+    assert not first.reused and _read(path) == [1, 2, 3]
+    assert json.loads(tf.io.gfile.GFile(path + ".json").read())["key"] == first.side["key"]
+    assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and calls == [1]
+
+    def broken(write):
+        write(SCHEMA.serialize({"x": 9}))
+        raise RuntimeError("tokenizer failed")
+
+    with pytest.raises(RuntimeError):
+        cached_records(path, SCHEMA, {"data": "b"}, broken)
+    assert sorted(tf.io.gfile.listdir(folder)) == ["c.tf_record", "c.tf_record.json"] and _read(path) == [1, 2, 3]
+    data = f"{folder}/input.json"
+    with tf.io.gfile.GFile(data, "wb") as f:
+        f.write(b"x" * 3000000)
+    assert file_sha256(data) == hashlib.sha256(b"x" * 3000000).hexdigest()

@@ -110,6 +110,21 @@ def test_race_step_reports_its_dev_accuracy(demo):
     read; learning is asserted by tests/race/test_run_race.py)."""
     out, _, table = demo
     reported = float(_row(table, "RACE-format dev accuracy (run_race, best checkpoint)"))
-    assert 0.0 <= reported <= 1.0
+    blocks = _blocks(out / "race" / "eval_results.txt")
+    assert len(blocks) >= 2
+    best = max(b["eval_accuracy"] for b in blocks)
+    assert reported == best == blocks[-1]["best"]
     predictions = [json.loads(line) for line in (out / "race" / "test_predictions.jsonl").read_text().splitlines()]
-    assert predictions and all(p["prediction"] in "ABCD" and len(p["probabilities"]) == 4 for p in predictions)
+    assert predictions and all(p["prediction"] in {"A", "B", "C", "D"} and len(p["probabilities"]) == 4
+                               for p in predictions)
+    # The test split's accuracy, recomputed from the predictions and the gold letters, is predict_results.txt's.
+    gold = {}
+    for path in sorted((out / "data" / "race" / "RACE" / "test").glob("*/*.txt")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            gold.update({(record["id"], i): answer for i, answer in enumerate(record["answers"])})
+    assert sorted((p["id"], p["question_index"]) for p in predictions) == sorted(gold)
+    correct = sum(p["prediction"] == gold[(p["id"], p["question_index"])] for p in predictions)
+    results = dict(line.split(" = ") for line in (out / "race" / "predict_results.txt").read_text().splitlines()
+                   if " = " in line)
+    assert float(results["eval_accuracy"]) == pytest.approx(correct / len(predictions), abs=1e-9)

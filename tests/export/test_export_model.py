@@ -100,6 +100,34 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
     assert result["lower"] is True
 
 
+def test_export_is_a_fine_tuning_start(exported):
+    """export -> fine-tune: the export's assets hold albert_config.json, and load_checkpoint (the
+    drivers' --init_checkpoint / --albert_hub_module_handle path) reads its variables exactly."""
+    from albert_tf.drivers.finetuning import init_checkpoint_from_flags
+    from albert_tf.glue.heads import GlueClassifier
+    from albert_tf import AlbertModel, load_checkpoint
+    from albert_tf.weights.loading import fine_tuning_init
+    from albert_tf.weights.names import tf1_name_map
+
+    folder, model, _ = exported
+    saved = str(folder / "saved")
+    config = AlbertConfig.from_json_file(os.path.join(saved, "assets", "albert_config.json"))
+    assert config.to_dict() == model.config.to_dict()
+    again = AlbertPretrainer(config)
+    report = load_checkpoint(again, saved)
+    assert report.format == "export" and not report.missing_allowed and report.skipped == []
+    want = tf1_name_map(model)
+    got = tf1_name_map(again)
+    assert sorted(report.loaded) == sorted(want) == sorted(got)
+    for name, variable in want.items():
+        assert np.array_equal(got[name].numpy(), variable.numpy()), name
+    classifier = GlueClassifier(AlbertModel(config), 2)
+    fine_tuning_init(init_checkpoint_from_flags(None, saved))(classifier)
+    for name, variable in tf1_name_map(classifier).items():
+        if name.startswith("bert/"):
+            assert np.array_equal(variable.numpy(), want[name].numpy()), name
+
+
 def test_export_refuses_wrong_tokenizer(exported, tmp_path, shared):
     folder, _, _ = exported
     small = str(shared("data", "spm", "sentencepiece_test_model.model"))

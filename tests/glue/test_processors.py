@@ -65,6 +65,21 @@ def test_mrpc_bom_header_and_quotes_kept(data_dir):
     assert test[0].guid == "0" and test[-1].guid == "1724" and test[0].text_b
 
 
+def test_files_on_a_remote_filesystem(data_dir):
+    """gs:// data dirs go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket.
+    MRPC's BOM, header and quotes read as from the local file."""
+    import uuid
+
+    import tensorflow as tf
+
+    root = f"ram://glue-{uuid.uuid4().hex}"
+    tf.io.gfile.copy(str(data_dir / "MRPC" / "dev.tsv"), f"{root}/MRPC/dev.tsv")
+    p = get_processor("MRPC")
+    assert p.get_dev_examples(root) == p.get_dev_examples(data_dir)
+    with pytest.raises(FileNotFoundError, match=f"{root}/MRPC/train.tsv"):
+        p.get_train_examples(root)
+
+
 def test_cola_guids_and_texts(data_dir):
     p = get_processor("cola")
     train = p.get_train_examples(data_dir)

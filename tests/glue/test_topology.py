@@ -1,5 +1,5 @@
 """GLUE fine-tuning keeps one-device semantics: 2 mirrored replicas with dropout on give the
-one-device run's weights and eval results."""
+one-device run's weights and eval results (and the logs show each run's replica count)."""
 import json
 import os
 import pathlib
@@ -27,15 +27,20 @@ def _train(out, config, data_dir, spm, *extra):
                if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines()
                    if " = " in line)
-    return weights, {k: float(v) for k, v in results.items()}
+    topology = [line for line in done.stderr.splitlines() if "Topology: " in line]
+    return weights, {k: float(v) for k, v in results.items()}, topology
 
 
 def test_mirrored_matches_one_device_with_dropout(glue_slices, spm_model, tmp_path):
     config = tmp_path / "albert_config.json"
     config.write_text(json.dumps({**TINY_CONFIG, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}))
-    single, single_eval = _train(tmp_path / "one", config, glue_slices, spm_model)
-    mirrored, mirrored_eval = _train(tmp_path / "two", config, glue_slices, spm_model,
-                                     "--distribution_strategy=mirrored", "--num_gpus=2")
+    single, single_eval, single_log = _train(tmp_path / "one", config, glue_slices, spm_model)
+    mirrored, mirrored_eval, mirrored_log = _train(tmp_path / "two", config, glue_slices, spm_model,
+                                                   "--distribution_strategy=mirrored", "--num_gpus=2")
+    assert len(single_log) == len(mirrored_log) == 1
+    assert single_log[0].endswith("Topology: 1 worker(s), 1 replica(s) in sync, 1 micro-batch(es) per replica per step")
+    assert mirrored_log[0].endswith("Topology: 1 worker(s), 2 replica(s) in sync, 1 micro-batch(es) per replica "
+                                    "per step")
     assert set(single) == set(mirrored) and single
     worst = max(float(np.abs(single[k] - mirrored[k]).max()) for k in single)
     assert worst <= 1e-5, worst

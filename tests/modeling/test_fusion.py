@@ -54,6 +54,18 @@ def test_dense_layers_run_as_fused_matmuls(executed_op_types):
         assert "BiasAdd" not in types, (training, types)
 
 
+# An unfused dense layer runs as one of these (plain or oneDNN's), beside a separate BiasAdd or Add;
+# attention's score and context products are batched matmuls, which are not dense layers.
+UNFUSED_DENSE = ("MatMul", "_MklMatMul")
+
+
+def test_no_dense_matmul_runs_unfused(executed_op_types):
+    """Every dense layer (Q/K/V, attention output, FFN, embedding mapping, pooler) is a fused matmul:
+    a bias added after a reshape would leave a plain matmul and an Add."""
+    for training, types in executed_op_types.items():
+        assert not types & set(UNFUSED_DENSE), (training, sorted(types))
+
+
 def test_gelu_fused_into_the_matmul_outside_training(executed_op_types):
     assert "Tanh" not in executed_op_types["False"], executed_op_types["False"]
     # In training the GELU input is kept for the backward pass, so it runs on its own.

@@ -46,28 +46,47 @@ def test_every_model_layer_norm_uses_epsilon_1e12():
 
 
 def test_mask_adder_is_minus_10000_on_masked_keys(monkeypatch):
-    """The logits entering each layer's softmax differ, between an all-ones mask and one
-    with padding, by exactly -10000 on the padded keys and 0 elsewhere (the first layer's
-    scores do not depend on the mask)."""
-    seen = []
+    """The logits entering every layer's softmax are the attention scores, recomputed here in
+    numpy from that layer's input and query/key weights, plus exactly -10000 on the padded keys
+    and 0 elsewhere; in the first layer (whose scores do not depend on the mask) also against
+    the same call with an all-ones mask."""
+    from albert_tf.modeling.layers import SelfAttention
+
+    seen, inputs = [], []
     softmax = tf.nn.softmax
+    attention_call = SelfAttention.call
 
     def recording_softmax(logits, *args, **kwargs):
         seen.append(logits.numpy())
         return softmax(logits, *args, **kwargs)
 
+    def recording_call(self, x, *args, **kwargs):
+        inputs.append((self, x.numpy()))
+        return attention_call(self, x, *args, **kwargs)
+
     monkeypatch.setattr(tf.nn, "softmax", recording_softmax)
+    monkeypatch.setattr(SelfAttention, "call", recording_call)
     model = AlbertModel(CONFIG)
     model(model.dummy_inputs())
     ids = tf.constant([[2, 5, 7, 9, 11, 3], [2, 4, 6, 8, 3, 0]], tf.int32)
     mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]], np.int32)
     seen.clear()
+    inputs.clear()
     model({"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)})
     model({"input_ids": ids, "input_mask": tf.constant(mask), "segment_ids": tf.zeros_like(ids)})
     assert len(seen) == 4  # two layers, two calls
     full, padded = seen[0], seen[2]  # first layer of each call: [batch, heads, query, key]
     want = np.broadcast_to(((1 - mask) * -10000.0)[:, None, None, :], full.shape)
     np.testing.assert_allclose(padded - full, want, rtol=0, atol=2e-3)
+    assert len(inputs) == 4
+    for (layer, x), logits in zip(inputs[2:], seen[2:]):  # every layer of the padded call
+        def heads(kernel, bias):
+            y = x.astype(np.float64) @ kernel.numpy() + bias.numpy()
+            return y.reshape(*x.shape[:2], 2, -1).transpose(0, 2, 1, 3)
+
+        q, k = heads(layer.query.kernel, layer.query.bias), heads(layer.key.kernel, layer.key.bias)
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+        np.testing.assert_allclose(logits - scores, want, rtol=0, atol=2e-3)
     # And the padded keys get no attention at all.
     probs = softmax(tf.constant(padded), axis=-1).numpy()
     assert probs[np.broadcast_to(mask[:, None, None, :] == 0, probs.shape)].max() == 0.0

@@ -44,6 +44,25 @@ def test_layer_config_round_trip(make):
     assert json.loads(json.dumps(config)) == config  # plain values only
     clone = type(layer).from_config(config)
     assert clone.get_config() == config and clone is not layer
+    # The rebuilt layer, not only its config, is the same: every setting the layer and its sublayers
+    # hold (a field get_config forgot would come back as the constructor's default here).
+    settings = _settings(layer)
+    assert settings and _settings(clone) == settings
+
+
+def _settings(layer) -> dict:
+    """(position among the layer and its sublayers, class, attribute) -> plain value."""
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return all(plain(v) for v in value)
+        return value is None or isinstance(value, (bool, int, float, str))
+
+    found = {}
+    for index, module in enumerate([layer, *layer.submodules]):
+        for name, value in vars(module).items():
+            if not name.startswith("_") and plain(value):
+                found[(index, type(module).__name__, name)] = value
+    return found
 
 
 # Each kind's default build, and options beyond it.

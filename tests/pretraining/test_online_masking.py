@@ -1,6 +1,7 @@
 """run_pretraining.py --masked_lm_budget: every example masked anew in the input pipeline with
 create_pretraining_data.py's algorithm, reproducible from the seed, exact on resume."""
 import os
+import re
 import subprocess
 import sys
 
@@ -137,13 +138,30 @@ def test_exact_on_resume_from_an_iterator_checkpoint_and_by_skipping(records, tm
 
 
 def test_driver_trains_with_online_masking(records, tmp_path):
+    """The driver trains on re-masked batches: the same run (seed, weights, data order) on the
+    records' own masks ends with other weights, and only the masks differ between the two."""
     config = tmp_path / "albert_config.json"
     config.write_text(CONFIG.to_json_string())
-    done = subprocess.run([
-        sys.executable, os.path.join(REPO, "run_pretraining.py"), f"--albert_config_file={config}",
-        f"--input_file={records}", f"--output_dir={tmp_path / 'out'}", f"--max_seq_length={SEQ}",
-        f"--max_predictions_per_seq={PRED}", "--train_batch_size=8", "--num_train_steps=2",
-        "--masked_lm_budget=0.15"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+
+    def train(out, *extra):
+        done = subprocess.run([
+            sys.executable, os.path.join(REPO, "run_pretraining.py"), f"--albert_config_file={config}",
+            f"--input_file={records}", f"--output_dir={tmp_path / out}", f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PRED}", "--train_batch_size=8", "--num_train_steps=2", "--seed=5",
+            "--learning_rate=0.01", "--num_warmup_steps=0", "--log_steps=1", *extra], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        reader = tf.train.load_checkpoint(str(tmp_path / out / "model.ckpt-2"))
+        weights = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+                   if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
+        losses = [float(v) for v in re.findall(r"step \d+/2: loss = ([0-9.]+)", done.stderr)]
+        assert len(losses) == 2, done.stderr[-3000:]
+        return done, weights, losses
+
+    done, online, online_losses = train("out", "--masked_lm_budget=0.15")
     assert "online masking: [MASK] id 4" in done.stderr
-    assert (tmp_path / "out" / "model.ckpt-2.index").exists()
+    done, offline, offline_losses = train("offline")
+    assert "online masking" not in done.stderr
+    assert online_losses[0] != offline_losses[0]  # the first batch already had other masks
+    assert set(online) == set(offline) and online
+    worst = max(float(np.abs(online[k] - offline[k]).max()) for k in online)
+    assert worst > 1e-4, worst

@@ -2,8 +2,9 @@
 
 One device, MirroredStrategy over 2 logical CPUs, MultiWorkerMirroredStrategy with 2 local
 processes and --gradient_accumulation_steps=2 must give the same logged losses, the same
-eval results and the same weights after 12 steps (<= 1e-5); a run checkpointed under 2
-replicas must continue on 1 device (and the other way round) to the uninterrupted weights.
+eval results and the same weights after 12 steps (<= 1e-5), and each run's log (and input
+positions) must show the topology it ran on; a run checkpointed under 2 replicas must continue
+on 1 device (and the other way round) to the weights of the same two-leg run on one device.
 """
 import json
 import os
@@ -65,15 +66,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_two_workers(command):
+def _run_two_workers(command) -> list[str]:
     addresses = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
     processes = [subprocess.Popen(command + ["--distribution_strategy=multi_worker_mirrored"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   env={**os.environ, "TF_CONFIG": make_tf_config(addresses, index)})
                  for index in range(2)]
+    logs = []
     for process in processes:
         _, err = process.communicate(timeout=600)
         assert process.returncode == 0, err[-3000:]
+        logs.append(err)
+    return logs
+
+
+def _topology_line(workers: int, replicas: int, micro_batches: int) -> str:
+    return (f"Topology: {workers} worker(s), {replicas} replica(s) in sync, {micro_batches} micro-batch(es) "
+            f"per replica per step")
+
+
+def _saved_topology(output_dir, worker: int) -> list[int]:
+    """[workers, local replicas, global batch] of worker `worker`'s input position at the last step."""
+    from albert_tf.training.checkpoint_policy import TOPOLOGY_KEY, input_state_prefix
+
+    prefix = input_state_prefix(os.path.join(output_dir, f"model.ckpt-{STEPS}"), worker)
+    return tf.train.load_variable(prefix, TOPOLOGY_KEY).tolist()
 
 
 def _weights(output_dir):
@@ -102,7 +119,8 @@ def _eval_results(output_dir):
 @pytest.fixture(scope="module")
 def one_device(data, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("one_device"))
-    _run(_command(data, out))
+    done = _run(_command(data, out))
+    assert _topology_line(1, 1, 1) in done.stderr and _saved_topology(out, 0) == [1, 1, 8]
     return {"dir": out, "weights": _weights(out), "losses": _losses(out), "eval": _eval_results(out)}
 
 
@@ -120,12 +138,16 @@ def _assert_same_run(out, reference):
 
 
 def test_reference_run_trains_with_dropout(one_device, data, tmp_path):
-    """The reference is sensitive to what the other runs must reproduce: another seed changes it."""
+    """Dropout is live in the reference: the same run (seed, initial weights, data order) with
+    dropout 0 ends elsewhere, so the other topologies' agreement includes their dropout masks."""
     losses = one_device["losses"]
     assert losses[STEPS] < losses[1]
-    out = str(tmp_path / "other_seed")
-    _run(_command(data, out, "--seed=12", evaluate=False))
+    config = tmp_path / "no_dropout.json"
+    config.write_text(json.dumps({**TINY, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
+    out = str(tmp_path / "no_dropout")
+    _run(_command({**data, "config": str(config)}, out, evaluate=False))
     other = _weights(out)
+    assert set(other) == set(one_device["weights"])
     worst = max(float(np.abs(other[k] - one_device["weights"][k]).max()) for k in other)
     assert worst > 1e-3, worst
 
@@ -134,18 +156,22 @@ def test_mirrored_two_replicas(one_device, data, tmp_path):
     out = str(tmp_path / "mirrored")
     done = _run(_command(data, out, "--distribution_strategy=mirrored", "--num_gpus=2"))
     assert "2 logical CPU devices" in done.stderr
+    assert _topology_line(1, 2, 1) in done.stderr and _saved_topology(out, 0) == [1, 2, 8]
     _assert_same_run(out, one_device)
 
 
 def test_gradient_accumulation(one_device, data, tmp_path):
     out = str(tmp_path / "accumulation")
-    _run(_command(data, out, "--gradient_accumulation_steps=2"))
+    done = _run(_command(data, out, "--gradient_accumulation_steps=2"))
+    assert _topology_line(1, 1, 2) in done.stderr
     _assert_same_run(out, one_device)
 
 
 def test_multi_worker_two_processes(one_device, data, tmp_path):
     out = str(tmp_path / "multi_worker")
-    _run_two_workers(_command(data, out))
+    logs = _run_two_workers(_command(data, out))
+    assert all(_topology_line(2, 2, 1) in log for log in logs)
+    assert _saved_topology(out, 0) == _saved_topology(out, 1) == [2, 1, 8]
     _assert_same_run(out, one_device)
 
 

@@ -78,3 +78,21 @@ def test_drivers_refuse_a_sentencepiece_model_of_another_size(made_with_30k, sha
     assert code == 1 and len(lines) == 1, lines
     assert "has 30000 pieces" in lines[0] and "vocab_size 320" in lines[0]
     assert not out.exists()
+
+
+def test_tokenizer_check_reads_remote_files(shared, tmp_path):
+    """gs:// tokenizer files go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket."""
+    import uuid
+
+    import tensorflow as tf
+
+    from albert_tf.vocab_check import VocabMismatchError, check_tokenizer
+
+    root = f"ram://vocab-check-{uuid.uuid4().hex}"
+    tf.io.gfile.copy(str(shared("data", "spm", "30k-clean.model")), f"{root}/30k-clean.model")
+    with tf.io.gfile.GFile(f"{root}/vocab.txt", "w") as f:
+        f.write("[PAD]\n[UNK]\n\nhello\n")
+    check_tokenizer(f"{root}/30k-clean.model", None, 30000, "albert_config.json")
+    check_tokenizer(None, f"{root}/vocab.txt", 3, "albert_config.json")
+    with pytest.raises(VocabMismatchError, match="has 30000 pieces"):
+        check_tokenizer(f"{root}/30k-clean.model", None, 320, "albert_config.json")

@@ -33,6 +33,42 @@ def test_reads_every_txt_file_and_ignores_others(race_dir, make_record):
     assert [e.id for e in data.read_race(root, "dev")] == ["a", "c"]
 
 
+def test_all_txt_is_read_alone_when_present(race_dir, make_record, caplog):
+    """A release folder with all.txt beside the per-article files: only all.txt, as the
+    original (reading both would see every question twice); the log says which."""
+    race_dir("dev", "middle", [make_record(id="a"), make_record(id="b")])  # all.txt
+    race_dir("dev", "middle", [make_record(id="a")], name="a.txt")
+    race_dir("dev", "middle", [make_record(id="b")], name="b.txt")
+    root = race_dir("dev", "high", [make_record(id="c")], name="c.txt")
+    with caplog.at_level("INFO"), caplog.at_level("INFO", logger="absl"):
+        examples = data.read_race(root, "dev")
+    assert [e.id for e in examples] == ["a", "b", "c"]
+    assert [path.rsplit("/", 1)[1] for _, path in data.race_files(root, "dev")] == ["all.txt", "c.txt"]
+    logged = caplog.text
+    assert "RACE dev/middle: reading" in logged and "middle/all.txt" in logged
+    assert "RACE dev/high: no all.txt, reading the 1 per-article files" in logged
+
+
+def test_reads_from_a_remote_filesystem(make_record):
+    """gs:// inputs go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket."""
+    import json
+    import uuid
+
+    import tensorflow as tf
+
+    root = f"ram://race-{uuid.uuid4().hex}"
+    for level, ids in (("middle", ["m1", "m2"]), ("high", ["h1"])):
+        folder = f"{root}/RACE/test/{level}"
+        tf.io.gfile.makedirs(folder)
+        for name in ids:
+            with tf.io.gfile.GFile(f"{folder}/{name}.txt", "w") as f:
+                f.write(json.dumps(make_record(id=name)) + "\n")
+    assert [(e.level, e.id) for e in data.read_race(root, "test")] == [("middle", "m1"), ("middle", "m2"),
+                                                                       ("high", "h1")]
+    with pytest.raises(RaceDataError, match=f"{root}/RACE/dev/middle"):
+        data.read_race(root, "dev")
+
+
 @pytest.mark.parametrize("high_only, middle_only, levels", [
     (False, False, ["middle", "high"]), (True, False, ["high"]), (False, True, ["middle"])])
 def test_level_selection(race_dir, make_record, high_only, middle_only, levels):

@@ -85,3 +85,14 @@ def test_wrong_input_shape_is_named():
     flat = {k: tf.reshape(v, [8, 8]) for k, v in _inputs(2).items()}
     with pytest.raises(ValueError, match=r"RACE input 'input_ids' must have shape \[batch, 4, seq_length\]"):
         model(flat)
+
+
+def test_predict_results_file_has_the_original_header(tmp_path):
+    """run_race's predict_results.txt: the original's header line, then sorted `key = value` lines."""
+    from albert_tf.race.outputs import write_predict_results
+    from albert_tf.training.results import read_eval_results
+
+    path = write_predict_results(str(tmp_path), {"global_step": 7, "eval_loss": 1.25, "eval_accuracy": 0.5})
+    assert (tmp_path / "predict_results.txt").read_text().splitlines() == [
+        "***** Predict results *****", "eval_accuracy = 0.5", "eval_loss = 1.25", "global_step = 7"]
+    assert read_eval_results(path) == {"eval_accuracy": "0.5", "eval_loss": "1.25", "global_step": "7"}

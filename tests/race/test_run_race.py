@@ -136,7 +136,20 @@ def test_learns_the_stories_well_above_chance(trained, setup):
     assert max(np.bincount(["ABCD".index(p["prediction"]) for p in lines], minlength=4)) < 0.5 * len(lines)
 
 
-def test_dev_accuracy_per_level_recomputes(trained, setup):
+def test_test_accuracy_per_level_recomputes_from_predictions(trained, setup):
+    """predict_results.txt's per-level accuracies are those of test_predictions.jsonl against the
+    gold letters and levels read from the data files."""
+    gold = answers(setup["data_dir"], "test")
+    lines = predictions(trained)
+    results = dict(line.split(" = ") for line in (trained / "predict_results.txt").read_text().splitlines()
+                   if " = " in line)
+    for level in ("middle", "high"):
+        chosen = [p for p in lines if gold[(p["id"], p["question_index"])][1] == level]
+        assert chosen
+        assert float(results[f"eval_accuracy_{level}"]) == pytest.approx(accuracy(chosen, gold), abs=1e-9), level
+
+
+def test_dev_accuracy_is_the_question_weighted_mean_of_the_levels(trained, setup):
     """eval_accuracy is the question-weighted mean of the middle and high accuracies."""
     gold = answers(setup["data_dir"], "dev")
     counts = {level: sum(1 for _, lv in gold.values() if lv == level) for level in ("middle", "high")}
@@ -157,7 +170,9 @@ def test_predictions_cover_every_question_and_recompute_the_accuracy(trained, se
         assert p["prediction"] == "ABCD"[int(np.argmax(p["probabilities"]))]
         assert len(p["probabilities"]) == 4 and sum(p["probabilities"]) == pytest.approx(1.0, abs=1e-5)
     recomputed = accuracy(lines, gold)
-    results = dict(line.split(" = ") for line in (trained / "predict_results.txt").read_text().splitlines())
+    header, *lines = (trained / "predict_results.txt").read_text().splitlines()
+    assert header == "***** Predict results *****"  # the original's first line
+    results = dict(line.split(" = ") for line in lines)
     assert float(results["eval_accuracy"]) == pytest.approx(recomputed, abs=1e-9)
     _, best_step, _ = (trained / "best_trial.txt").read_text().split(":")
     assert int(results["global_step"]) == int(best_step)  # predicted with model.ckpt-best

@@ -173,6 +173,23 @@ def _write(tmp_path, obj):
     return str(path)
 
 
+def test_squad_file_on_a_remote_filesystem():
+    """gs:// files go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket."""
+    import uuid
+
+    import tensorflow as tf
+
+    root = f"ram://squad-{uuid.uuid4().hex}"
+    dataset = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Ann lives in Rome.", "qas": [
+        {"id": "q1", "question": "Where?", "answers": [{"text": "Rome", "answer_start": 13}]}]}]}]}
+    with tf.io.gfile.GFile(f"{root}/dev.json", "w") as f:
+        f.write(json.dumps(dataset))
+    examples = data.read_squad_examples(f"{root}/dev.json", is_training=True)
+    assert [(e.qas_id, e.orig_answer_text, e.start_position) for e in examples] == [("q1", "Rome", 13)]
+    with pytest.raises(data.SquadFormatError, match=f"not found: {root}/train.json"):
+        data.load_squad(f"{root}/train.json")
+
+
 def test_malformed_entries_name_the_question(tmp_path):
     good = {"id": "q-good", "question": "Who?", "answers": [{"text": "Bob", "answer_start": 0}]}
     cases = [

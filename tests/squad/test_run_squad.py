@@ -112,6 +112,68 @@ def test_v2_train_and_predict(common, shared, tmp_path):
     assert "best perf happened at step: " in results and (out_dir / "model.ckpt-best.index").exists()
 
 
+def _small_dev(shared, tmp_path, version_2: bool) -> pathlib.Path:
+    """About 60 questions of a shipped dev file (for 2.0 mostly answerable ones, so that answering
+    beats the all-null baseline that would tie every model's best_f1)."""
+    name = "dev-v2.0.first5articles.json" if version_2 else "dev-v1.1.Super_Bowl_50.json"
+    dev = json.loads(shared("data", "squad", name).read_text())
+    paragraphs = []
+    for paragraph in dev["data"][0]["paragraphs"][:12]:
+        qas = [q for q in paragraph["qas"] if not q.get("is_impossible")] or paragraph["qas"][:1]
+        paragraphs.append(dict(paragraph, qas=qas[:5]))
+    path = tmp_path / name
+    path.write_text(json.dumps(dict(dev, data=[dict(dev["data"][0], paragraphs=paragraphs)])))
+    return path
+
+
+@pytest.mark.parametrize("version_2", [False, True], ids=["v1_by_f1", "v2_by_best_f1"])
+def test_best_checkpoint_is_the_best_scored_one_not_the_latest(common, shared, tmp_path, version_2):
+    """Three checkpoints whose best is the middle one: model.ckpt-best holds that step's weights
+    (not the latest's), chosen by f1 (1.1) or best_f1 (2.0, the tuned-threshold F1)."""
+    import numpy as np
+
+    from albert_tf import AlbertConfig
+    from albert_tf.keras import keras
+    from albert_tf.squad.heads import build_squad_model
+    from albert_tf.weights import save_model_checkpoint
+
+    key = "best_f1" if version_2 else "f1"
+    models = []
+    for seed in (1, 2, 3):  # three different random models
+        keras.utils.set_random_seed(seed)
+        models.append(build_squad_model(AlbertConfig(**TINY), version_2, 3, 3))
+    flags = [*common, *SMALL, "--do_predict", f"--predict_file={_small_dev(shared, tmp_path, version_2)}",
+             f"--predict_feature_file={tmp_path / 'predict.tf_record'}"]
+    if version_2:
+        flags += ["--version_2_with_negative", "--start_n_top=3", "--end_n_top=3"]
+
+    def score(order, folder):
+        for step, index in enumerate(order, start=1):
+            save_model_checkpoint(models[index], str(folder / f"model.ckpt-{step}"))
+        run = _run([*flags, f"--output_dir={folder}"], timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        blocks = (folder / "eval_results.txt").read_text().split("=" * 50 + "\n")[:-1]
+        parsed = [dict(line.split(" = ") for line in block.splitlines() if " = " in line) for block in blocks]
+        return [float(b[key]) for b in parsed], [float(b["best " + key]) for b in parsed]
+
+    scores, _ = score([0, 1, 2], tmp_path / "scratch")
+    assert len(set(scores)) == 3, scores  # distinct, so "the best" is one checkpoint
+    worst, middle, best = sorted(range(3), key=lambda i: scores[i])
+    order = [worst, best, middle]  # the best is step 2; the last step is not the best
+    values, best_lines = score(order, tmp_path / "run")
+    assert values == [scores[i] for i in order]
+    assert best_lines == [values[0], values[1], values[1]]
+    folder = tmp_path / "run"
+    assert int((folder / "best_trial.txt").read_text().split(":")[1]) == 2
+    kept = tf.train.load_checkpoint(str(folder / "model.ckpt-best"))
+    names = [n for n in kept.get_variable_to_shape_map() if n.startswith("model/")]
+    assert names
+    for step, same in ((2, True), (3, False)):
+        other = tf.train.load_checkpoint(str(folder / f"model.ckpt-{step}"))
+        equal = all(np.array_equal(kept.get_tensor(n), other.get_tensor(n)) for n in names)
+        assert equal is same, step
+
+
 def _check_export(export_dir, checkpoint, tmp_path):
     """The SavedModel and the TFLite file of --export_dir, reloaded, give the Keras model's logits."""
     import numpy as np

@@ -125,3 +125,26 @@ def test_convert_to_unicode():
     assert convert_to_unicode("x") == "x"
     with pytest.raises(ValueError, match="Unsupported string type"):
         convert_to_unicode(3)
+
+
+def test_model_and_vocab_files_on_a_remote_filesystem(spm_model_path, reference_rows, tmp_path):
+    """gs:// tokenizer files go through tf.io.gfile; TensorFlow's ram:// filesystem stands in for a bucket."""
+    import uuid
+
+    import tensorflow as tf
+
+    from albert_tf.tokenization.wordpiece import load_vocab
+
+    root = f"ram://tokenizer-{uuid.uuid4().hex}"
+    tf.io.gfile.copy(str(spm_model_path), f"{root}/30k-clean.model")
+    remote = FullTokenizer(spm_model_file=f"{root}/30k-clean.model", do_lower_case=True)
+    for row in reference_rows[:50]:
+        assert remote.convert_tokens_to_ids(remote.tokenize(row["text"])) == row["ids"]
+    text = "[PAD]\n[UNK]\nhello\tx\n\nhello\nworld\n"  # a repeated token, a blank line (" "), no final blank
+    (tmp_path / "vocab.txt").write_text(text, encoding="utf-8")
+    with tf.io.gfile.GFile(f"{root}/vocab.txt", "w") as f:
+        f.write(text)
+    assert load_vocab(f"{root}/vocab.txt") == load_vocab(tmp_path / "vocab.txt") == {
+        "[PAD]": 0, "[UNK]": 1, "hello": 2, " ": 3, "world": 4}
+    with pytest.raises(FileNotFoundError, match=f"{root}/missing.model"):
+        FullTokenizer(spm_model_file=f"{root}/missing.model")
