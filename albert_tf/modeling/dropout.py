@@ -28,8 +28,10 @@ element's flat index, which moves when the batch is padded to another length.  S
 
 The hash is evaluated axis by axis (``h = mix(h + mix(c + salt_axis))``, ``mix`` a 32-bit
 integer finalizer with full avalanche), so only the last axis' step runs over the whole
-tensor: about ten integer ops per element, about as fast as drawing Philox numbers
-(measured in the ``padding`` branch's report).  XLA computes the same integers, so masks
+tensor: about ten integer ops per element, as fast as the Philox draw it replaced (2-core
+AMX Xeon, graph mode, mask + apply: [32, 12, 128, 128] bf16 17.5-18.1 ms against 18.2-23.5 ms,
+[32, 128, 768] float32 3.7-4.3 ms against 3.5-4.3 ms; a whole ALBERT-base step alike within
+the shared machine's noise).  XLA computes the same integers, so masks
 agree with and without ``jit_compile``.  A layer applied several times (ALBERT's shared
 layers) gets a different mask at each application.
 
