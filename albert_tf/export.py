@@ -1,6 +1,6 @@
 """Hub-style SavedModel export: the original TF-Hub module's signatures, in TF2.
 
-Signatures (all batch-first, int32 ids):
+Signatures (all batch-first, int32 ids of any length up to max_seq_length; longer is an error):
 - `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
 - `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs); mlm_logits is
   [B, P, V] (P = mlm_positions' width), where the original module's is [B*P, V]: reshape
@@ -9,7 +9,8 @@ Signatures (all batch-first, int32 ids):
   (and the `tokens` outputs, as the original module's signature)
 - `tokenization_info`: () -> spm_model_file (or vocab_file) asset path, do_lower_case
 - `serving_default`: text (tf.string [N]) -> tokenized in-graph as `[CLS] text [SEP]`
-  up to max_seq_length, then the `tokens` outputs plus the input_ids/input_mask used.
+  up to max_seq_length and padded to the request's longest row, then the `tokens` outputs
+  plus the input_ids/input_mask used.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
 in the graph). The tokenizer model and `albert_config.json` (as the original module
@@ -25,6 +26,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf.data.batching import check_max_length
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -66,19 +68,22 @@ class HubModule(tf.Module):
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
 
+    def _ids(self, input_ids, input_mask, segment_ids) -> dict:
+        ids = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        return check_max_length(ids, self.max_seq_length)
+
     def tokens(self, input_ids, input_mask, segment_ids):
-        return self._encode({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+        return self._encode(self._ids(input_ids, input_mask, segment_ids))
 
     def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
         """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
-        out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
-                           "masked_lm_positions": mlm_positions}, training=False)
+        out = self._model({**self._ids(input_ids, input_mask, segment_ids), "masked_lm_positions": mlm_positions},
+                          training=False)
         return {"mlm_logits": out["mlm_logits"], "sequence_output": out["sequence_output"],
                 "pooled_output": out["pooled_output"]}
 
     def sop(self, input_ids, input_mask, segment_ids):
-        encoded = self._model.encoder({"input_ids": input_ids, "input_mask": input_mask,
-                                       "segment_ids": segment_ids}, training=False)
+        encoded = self._model.encoder(self._ids(input_ids, input_mask, segment_ids), training=False)
         logits = self._model.sentence_order(encoded["pooled_output"])
         return {"sop_log_probs": tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1),
                 "sequence_output": tf.cast(encoded["sequence_output"], tf.float32),
@@ -89,7 +94,7 @@ class HubModule(tf.Module):
 
     def serve_text(self, text):
         inputs = pack_token_ids(self.tokenizer.tokenize(text), None, self.max_seq_length,
-                                self.tokenizer.cls_id, self.tokenizer.sep_id)
+                                self.tokenizer.cls_id, self.tokenizer.sep_id, pad_to_longest=True)
         outputs = self._encode(inputs)
         outputs.update(input_ids=inputs["input_ids"], input_mask=inputs["input_mask"])
         return outputs

@@ -1,12 +1,16 @@
 """SavedModel export of a GLUE classifier, with two serving signatures.
 
 - `serving_default`: serialized `tf.Example`s ([None] tf.string) holding
-  `input_ids`, `input_mask`, `segment_ids` (int64, max_seq_length each), as the
-  original's `_serving_input_receiver_fn`;
+  `input_ids`, `input_mask`, `segment_ids` (int64), as the original's
+  `_serving_input_receiver_fn`, of any length up to max_seq_length (the original's
+  fixed-length records included);
 - `serving_text`: raw text, `text_a` (and `text_b` for sentence-pair tasks), each
   [None] tf.string, tokenized in-graph by `TFTokenizer` and packed exactly as
   `features.convert_example` packs it (same truncation), so serving needs no
   Python preprocessing.
+
+Both compute each request batch at its longest row, not at max_seq_length (padding
+changes no output: `albert_tf.data.batching`); a longer input is an error.
 
 Outputs, classification: `probabilities` [B, num_labels] float32, `predictions`
 [B] int32 class ids, `labels` [B] tf.string (the task's label strings). STS-B:
@@ -28,7 +32,8 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.glue.features import MODEL_INPUTS, feature_spec
+from albert_tf.data.batching import check_max_length, trim_to_longest
+from albert_tf.glue.features import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
 from albert_tf.tokenization.packing import pack_token_ids
 
@@ -65,14 +70,13 @@ class ClassifierServing(tf.Module):
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
         self.pair = is_pair_task(spec)
         # Both signatures call this one function, so the model is traced once.
-        ids = tf.TensorSpec([None, max_seq_length], tf.int32)
+        ids = tf.TensorSpec([None, None], tf.int32)
         self._forward = tf.function(
             lambda inputs: self._model(inputs, training=False),
             input_signature=[{name: ids for name in MODEL_INPUTS}])
 
     def _outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = self._forward({k: tf.ensure_shape(tf.cast(inputs[k], tf.int32), [None, self.max_seq_length])
-                             for k in MODEL_INPUTS})
+        out = self._forward(check_max_length({k: inputs[k] for k in MODEL_INPUTS}, self.max_seq_length))
         if self.regression:
             score = tf.cast(out["probabilities"], tf.float32)
             return {"score": score, "predictions": score}
@@ -87,14 +91,15 @@ class ClassifierServing(tf.Module):
         return result
 
     def serve_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        spec = feature_spec(self.max_seq_length, self.regression)
-        parsed = tf.io.parse_example(examples, {k: spec[k] for k in MODEL_INPUTS})
-        return self._outputs({k: tf.cast(v, tf.int32) for k, v in parsed.items()})
+        # Variable length: records padded to max_seq_length (the original's) or shorter ones.
+        parsed = tf.io.parse_example(examples, {k: tf.io.VarLenFeature(tf.int64) for k in MODEL_INPUTS})
+        dense = {k: tf.cast(tf.sparse.to_dense(v), tf.int32) for k, v in parsed.items()}
+        return self._outputs(trim_to_longest(dense, MODEL_INPUTS, multiple=1))
 
     def serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
         inputs = pack_token_ids(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
-                                self.tokenizer.cls_id, self.tokenizer.sep_id)
+                                self.tokenizer.cls_id, self.tokenizer.sep_id, pad_to_longest=True)
         return self._outputs(inputs)
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:

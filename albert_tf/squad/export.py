@@ -1,13 +1,16 @@
 """run_squad_v1.py's ``--export_dir``: a SavedModel of the SQuAD 1.1 span model and a
 TFLite file converted from it.
 
-As the original's:
+As the original's, with the SavedModel open to any batch size and length:
 - ``<export_dir>/saved_model/<unix time>/``: signature ``serving_default`` with int32
-  inputs ``input_ids``, ``input_mask``, ``segment_ids`` of shape [1, max_seq_length]
-  (the original's serving placeholders: batch 1, fixed length) and float32 outputs
-  ``start_logits``, ``end_logits`` [1, max_seq_length];
-- ``<export_dir>/albert_model.tflite``: that signature converted with the TFLite
-  converter (built-in ops only, float32).
+  inputs ``input_ids``, ``input_mask``, ``segment_ids`` of shape [batch, length], any
+  length up to max_seq_length (the original's serving placeholders were [1,
+  max_seq_length]; a longer input is an error) and float32 outputs ``start_logits``,
+  ``end_logits`` [batch, length].  Trimming a request's padding changes no logit of a
+  real position;
+- ``<export_dir>/albert_model.tflite``: the same function at the original's fixed shape
+  [1, max_seq_length] (TFLite keeps static shapes), converted with the TFLite converter
+  (built-in ops only, float32).
 
 Both are written under temporary names and renamed when complete.
 """
@@ -19,6 +22,7 @@ import time
 
 import tensorflow as tf
 
+from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import atomic_output
 
 SAVED_MODEL_DIR = "saved_model"
@@ -39,12 +43,15 @@ class SpanServing(tf.Module):
         self.max_seq_length = max_seq_length
 
     def serve(self, input_ids, input_mask, segment_ids):
-        out = self._model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                          training=False)
+        inputs = check_max_length({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                                  self.max_seq_length)
+        out = self._model(inputs, training=False)
         return {name: tf.cast(out[name], tf.float32) for name in OUTPUTS}
 
-    def signature(self) -> tf.types.experimental.ConcreteFunction:
-        specs = [tf.TensorSpec([1, self.max_seq_length], tf.int32, name=name) for name in INPUTS]
+    def signature(self, fixed: bool = False) -> tf.types.experimental.ConcreteFunction:
+        """The serving function for [batch, length] inputs, or (``fixed``, for TFLite) [1, max_seq_length]."""
+        shape = [1, self.max_seq_length] if fixed else [None, None]
+        specs = [tf.TensorSpec(shape, tf.int32, name=name) for name in INPUTS]
         return tf.function(self.serve, input_signature=specs).get_concrete_function()
 
 
@@ -63,7 +70,7 @@ def export_span_model(model, export_dir: str, max_seq_length: int) -> tuple[str,
     tmp = os.path.join(base, f".tmp-{version}-{os.getpid()}")
     try:
         tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
-        converter = tf.lite.TFLiteConverter.from_saved_model(tmp, signature_keys=["serving_default"])
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([serving.signature(fixed=True)], serving)
         flat = converter.convert()
         os.replace(tmp, saved)
     finally:

@@ -12,9 +12,11 @@ def pack_token_ids(
     max_seq_length: int,
     cls_id: int,
     sep_id: int,
+    pad_to_longest: bool = False,
 ) -> dict[str, tf.Tensor]:
     """`[CLS] A [SEP] (B [SEP])` from ragged token ids, truncated and padded like
-    `features.convert_example` (a row whose B has no tokens is packed as single)."""
+    `features.convert_example` (a row whose B has no tokens is packed as single);
+    ``pad_to_longest``: padded to the batch's longest row instead of ``max_seq_length``."""
     la = ids_a.row_lengths()
     if ids_b is None:
         ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], ids_a.dtype), tf.zeros_like(la))
@@ -46,7 +48,7 @@ def pack_token_ids(
     len_first = keep_a + 2
     len_second = keep_b + tf.cast(has_b, tf.int64)
     segments = tf.concat([fill(0, len_first, tf.int32), fill(1, len_second, tf.int32)], axis=1)
-    shape = [None, max_seq_length]
+    shape = [None, None if pad_to_longest else max_seq_length]
     return {
         "input_ids": tf.cast(ids, tf.int32).to_tensor(0, shape=shape),
         "input_mask": tf.ones_like(segments).to_tensor(0, shape=shape),

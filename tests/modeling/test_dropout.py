@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.modeling.dropout import dropout, dropout_seed_scope, uniform_by_example
+from albert_tf.modeling.dropout import bits_by_coordinates, dropout, dropout_seed_scope, uniform_by_example
 from albert_tf.training.loop import step_seed
 
 SEED = tf.constant([3, 9], tf.int64)
@@ -42,3 +42,48 @@ def test_dropout_is_the_same_on_any_split_and_dtype():
     np.testing.assert_allclose(whole[kept], 1 / 0.7, rtol=1e-6)
     with dropout_seed_scope(step_seed(5, tf.constant(3)), 0):  # another step: another mask
         assert not np.array_equal(dropout(x, 0.3, True).numpy() == 0, whole == 0)
+
+
+def _bits(shape, offset=0, xla=False):
+    fn = lambda: bits_by_coordinates(tf.constant(shape), SEED, tf.constant(offset, tf.int64))  # noqa: E731
+    return (tf.function(fn, jit_compile=True)() if xla else fn()).numpy()
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_a_rows_mask_at_real_positions_does_not_depend_on_the_padded_length(xla):
+    length = 20
+    # [batch, seq, hidden] (embeddings, hidden states) and [batch, heads, seq, seq] (attention probs).
+    for padded in (length + 8, 128):
+        np.testing.assert_array_equal(_bits([3, padded, 6], xla=xla)[:, :length], _bits([3, length, 6], xla=xla))
+        np.testing.assert_array_equal(_bits([3, 2, padded, padded], 5, xla)[:, :, :length, :length],
+                                      _bits([3, 2, length, length], 5, xla))
+    np.testing.assert_array_equal(_bits([3, 2, length, length], 5, xla), _bits([3, 2, length, length], 5))
+    # Not degenerate: coordinates that differ in one axis only get unrelated bits.
+    bits = _bits([4, 32, 16])
+    assert len(np.unique(bits)) > 0.99 * bits.size
+    for axis in range(3):
+        a, b = np.take(bits, 0, axis=axis), np.take(bits, 1, axis=axis)
+        assert np.mean(a == b) < 0.01
+
+
+def test_masks_are_the_same_in_a_trimmed_and_a_padded_batch():
+    x = tf.random.stateless_normal([4, 2, 128, 128], [1, 2])
+
+    def run(length):
+        with dropout_seed_scope(step_seed(5, tf.constant(2)), 4):
+            return dropout(x[:, :, :length, :length], 0.1, True).numpy()
+
+    trimmed, padded = run(37), run(128)
+    np.testing.assert_array_equal(padded[:, :, :37, :37], trimmed)
+    assert 0.88 < np.mean(padded != 0) < 0.92
+
+
+def test_kept_share_and_independence_of_neighbouring_units():
+    with dropout_seed_scope(SEED, 0):
+        kept = dropout(tf.ones([64, 128, 96]), 0.1, True).numpy() != 0
+    assert abs(kept.mean() - 0.9) < 0.005
+    # Neighbours along every axis drop independently: P(both kept) = 0.81.
+    for axis in range(3):
+        both = np.logical_and(np.take(kept, range(0, kept.shape[axis] - 1), axis),
+                              np.take(kept, range(1, kept.shape[axis]), axis))
+        assert abs(both.mean() - 0.81) < 0.01, axis
