@@ -85,6 +85,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def absolute(path: str | os.PathLike) -> str:
+    """A local path made absolute; a remote one (``gs://...``) as it is."""
+    path = os.fspath(path)
+    return path if is_remote(path) else os.path.abspath(path)
+
+
+def is_dir(path: str | os.PathLike) -> bool:
+    """True when `path` (local or remote) is a folder."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
 def is_file(path: str | os.PathLike) -> bool:
     """True when `path` (local or remote) is a file."""
     path = os.fspath(path)
@@ -145,6 +161,11 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def open_binary(path: str | os.PathLike):
+    """`open(path, "rb")` for a local or remote file."""
+    return _open_binary(path)
 
 
 def _open_binary(path: str | os.PathLike):

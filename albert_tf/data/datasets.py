@@ -1,41 +1,110 @@
 """tf.data pipelines over a cached split (``feature_cache.CachedSplit``), built from its schema.
 
-Every fine-tuning task reads its records through these two functions, so parsing,
-padding rows and batching are written once:
+Every fine-tuning task reads its records through these functions, so parsing, padding rows,
+batching and the batch's length are written once:
 
-- ``train_dataset_fn``: the training loop's ``fn(input_context)``: repeated, shuffled
-  (seeded) per-replica batches of the one topology-independent global stream
-  (``input_pipeline.make_tfrecord_dataset``), so a resumed run and any replica or worker
-  count see the same global batches.
-- ``eval_dataset``: batches in file order, every record exactly once; the last batch is
-  filled with all-zero rows (the schema's padding, ``is_real_example`` 0) so every batch
-  has the same size and no record is dropped. Records of a schema without
-  ``is_real_example`` (SQuAD's) get it as 1.
+- ``train_dataset_fn``: the training loop's ``fn(input_context)``: repeated, shuffled (seeded)
+  per-replica batches of the one topology-independent global stream
+  (``input_pipeline.make_tfrecord_dataset``), so a resumed run and any replica or worker count
+  see the same global batches. With ``group_by_length``, the global batches are drawn by the
+  seeded length-grouping sampler instead (``batching.group_by_length_batches``).
+- ``eval_dataset``: batches in file order, every record exactly once; the last batch is filled
+  with all-zero rows (the schema's padding, ``is_real_example`` 0) so no record is dropped.
+  Records of a schema without ``is_real_example`` (SQuAD's) get it as 1.
+
+Both then cut each batch to the length its rows need (``LengthPolicy``): the longest row rounded
+up to a multiple (CPU, GPU), one of a few static lengths (TPU, XLA), or, with
+``--pad_to_max_length``, the records' full length as the original. The numbers do not depend on
+it (``batching``'s docstring says why).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
+from albert_tf.data import batching
 from albert_tf.data.feature_cache import CachedSplit
 from albert_tf.data.input_pipeline import make_tfrecord_dataset
 
 IS_REAL = "is_real_example"
 
 
-def train_dataset_fn(cached: CachedSplit, global_batch_size: int, seed: int,
-                     shuffle_buffer: int = 10000) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+@dataclasses.dataclass(frozen=True)
+class LengthPolicy:
+    """How long a batch is: with ``static``, the smallest of a few lengths that holds its longest row
+    (``buckets``, default ``batching.bucket_lengths(max_seq_length)``: for TPUs and XLA, where each
+    shape is compiled); else the longest row rounded up to ``multiple``; ``pad_to_max`` keeps the
+    records' length (the original's behaviour)."""
+
+    pad_to_max: bool = False
+    multiple: int = batching.DEFAULT_MULTIPLE
+    static: bool = False
+    buckets: tuple[int, ...] | None = None
+
+    def apply(self, dataset: tf.data.Dataset, cached: CachedSplit) -> tf.data.Dataset:
+        if self.pad_to_max:
+            return dataset
+        features = cached.schema.sequence_features
+        if self.static:
+            buckets = self.buckets or batching.bucket_lengths(int(cached.sizes["max_seq_length"]))
+            trim = lambda batch: batching.trim_to_bucket(batch, buckets, features)  # noqa: E731
+        else:
+            trim = lambda batch: batching.trim_to_longest(batch, features, self.multiple)  # noqa: E731
+        return dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+PAD_TO_MAX = LengthPolicy(pad_to_max=True)
+
+
+def train_dataset_fn(cached: CachedSplit, global_batch_size: int, seed: int, shuffle_buffer: int = 10000,
+                     lengths: LengthPolicy = PAD_TO_MAX,
+                     group_by_length: bool = False) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """``fn(input_context)`` for the Trainer. The shuffle buffer covers up to ``shuffle_buffer``
     records (GLUE: the whole file for most tasks; SQuAD: the original's 100)."""
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return make_tfrecord_dataset(
-            cached.record_file, cached.parse, input_context.get_per_replica_batch_size(global_batch_size),
-            is_training=True, input_context=input_context, seed=seed,
-            shuffle_buffer_size=max(1, min(shuffle_buffer, cached.num_records)), shard_mode="records")
+        per_replica = input_context.get_per_replica_batch_size(global_batch_size)
+        if group_by_length:
+            dataset = _grouped_by_length(cached, global_batch_size, per_replica, seed, input_context)
+        else:
+            dataset = make_tfrecord_dataset(
+                cached.record_file, cached.parse, per_replica, is_training=True, input_context=input_context,
+                seed=seed, shuffle_buffer_size=max(1, min(shuffle_buffer, cached.num_records)),
+                shard_mode="records")
+        return lengths.apply(dataset, cached).prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
+
+
+def record_lengths(cached: CachedSplit) -> np.ndarray:
+    """Each record's length (one past its last real position), read once from the records."""
+    dataset = tf.data.TFRecordDataset(cached.record_file).batch(1024).map(
+        lambda records: cached.parse(records)["input_mask"])
+    masks = [batching.example_lengths(mask.numpy()) for mask in dataset]
+    return np.concatenate(masks) if masks else np.zeros([0], np.int64)
+
+
+def _grouped_by_length(cached: CachedSplit, global_batch_size: int, per_replica: int, seed: int,
+                       input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """The global batches of the length-grouping sampler, this worker's rows, per-replica batches.
+
+    The serialized records are held in memory (the split's file size) so the sampler can take them in
+    any order; the order is a pure function of (lengths, batch, seed, epoch), and a resumed run skips
+    the global batches already trained on, as the shuffled stream does."""
+    records = tf.constant(list(tf.data.TFRecordDataset(cached.record_file).as_numpy_iterator()), tf.string)
+    batches = batching.group_by_length_batches(record_lengths(cached), global_batch_size, seed)
+    to_skip = getattr(input_context, "global_batches_to_skip", 0)
+    if to_skip:
+        batches = batches.skip(to_skip)
+    workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
+    local_rows = per_replica * (input_context.num_replicas_in_sync // workers)
+    start = worker * local_rows
+    rows = batches.map(lambda indices: tf.gather(records, indices[start:start + local_rows])).unbatch()
+    return rows.map(cached.parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(
+        per_replica, drop_remainder=True)
 
 
 def _with_is_real(record: dict, value: int) -> dict:
@@ -44,7 +113,7 @@ def _with_is_real(record: dict, value: int) -> dict:
     return {**record, IS_REAL: tf.constant(value, tf.int32)}
 
 
-def eval_dataset(cached: CachedSplit, batch_size: int) -> tf.data.Dataset:
+def eval_dataset(cached: CachedSplit, batch_size: int, lengths: LengthPolicy = PAD_TO_MAX) -> tf.data.Dataset:
     """Batches of ``batch_size`` in file order; padding rows fill the last one."""
     if batch_size < 1:
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
@@ -54,4 +123,5 @@ def eval_dataset(cached: CachedSplit, batch_size: int) -> tf.data.Dataset:
     if pad:
         padding = _with_is_real(cached.padding(), 0)
         dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(pad))
-    return dataset.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return lengths.apply(dataset, cached).prefetch(tf.data.AUTOTUNE)

@@ -41,6 +41,21 @@ def define_stage_flags(*, do_train: bool, do_eval: bool | None, do_predict: bool
         flags.DEFINE_integer("train_step", train_step, "Total number of training steps.")
         flags.DEFINE_integer("warmup_step", warmup_step or 0, "Steps of linear learning-rate warmup.")
     flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS), "Optimizer: adamw or lamb.")
+    define_length_flags()
+
+
+def define_length_flags() -> None:
+    """How long a batch is (new: the original padded every row to --max_seq_length)."""
+    from albert_tf.data.batching import DEFAULT_MULTIPLE
+
+    flags.DEFINE_bool("pad_to_max_length", False, "Pad every row to --max_seq_length, as the original (and "
+                      "Hugging Face's flag of that name); default: each batch at its longest row's length.")
+    flags.DEFINE_integer("seq_length_multiple", DEFAULT_MULTIPLE, "A batch's length is its longest row's rounded "
+                         "up to this (CPU, GPU).")
+    flags.DEFINE_list("seq_length_buckets", None, "TPU or --enable_xla: the static lengths batches take, e.g. "
+                      "32,64,128 (the last must be --max_seq_length; default: 32 doubled up to it).")
+    flags.DEFINE_bool("group_by_length", False, "Draw training batches of rows of similar length (a seeded, "
+                      "resumable sampler): less padding, other batch composition.")
 
 
 def check_max_seq_length(max_seq_length: int, max_position_embeddings: int) -> None:
@@ -76,12 +91,13 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
                    eval_batch_size: int, export_dir: str | None = None):
     """The ``FineTuningJob`` of the flags every fine-tuning driver has (the stages, the weights to
     start from, the loop's settings and the optimizer)."""
-    import os
-
+    from albert_tf.fileio import absolute
     from albert_tf.finetuning import FineTuningJob
     from albert_tf.training import create_optimizer, train_config_from_flags
 
-    output_dir = os.path.abspath(f.output_dir)
+    output_dir = absolute(f.output_dir)
+    if f.seq_length_multiple < 1:
+        raise ValueError(f"--seq_length_multiple must be >= 1, got {f.seq_length_multiple}")
     return FineTuningJob(
         output_dir=output_dir,
         albert_config=config,
@@ -94,7 +110,17 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         optimizer_fn=lambda: create_optimizer(f.learning_rate, num_train_steps, warmup_steps, f.optimizer),
         eval_batch_size=eval_batch_size,
         predict_batch_size=f.predict_batch_size,
+        pad_to_max_length=f.pad_to_max_length,
+        seq_length_multiple=f.seq_length_multiple,
+        seq_length_buckets=_buckets(f.seq_length_buckets, f.max_seq_length),
+        group_by_length=f.group_by_length,
     )
+
+
+def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] | None:
+    from albert_tf.data.batching import parse_bucket_lengths
+
+    return parse_bucket_lengths(",".join(values), max_seq_length) if values else None
 
 
 def run_and_report(task, job, f: flags.FlagValues) -> dict[str, Any]:

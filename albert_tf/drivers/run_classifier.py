@@ -104,9 +104,11 @@ def custom_processor_from_flags() -> custom.CustomProcessor:
     """The reader of --task_name=custom's files, its labels found in the training file (else labels.txt)."""
     import os
 
+    from albert_tf.fileio import absolute
+
     require_flags(FLAGS, "text_columns")
     files = {"train": FLAGS.train_file, "dev": FLAGS.dev_file, "test": FLAGS.test_file}
-    saved = [FLAGS.output_dir] + ([os.path.dirname(os.path.abspath(FLAGS.init_checkpoint))]
+    saved = [FLAGS.output_dir] + ([os.path.dirname(absolute(FLAGS.init_checkpoint))]
                                   if FLAGS.init_checkpoint else [])
     labels = custom.discover_labels(FLAGS.train_file, FLAGS.file_format, FLAGS.label_column, FLAGS.regression,
                                     saved)

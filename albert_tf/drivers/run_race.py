@@ -56,6 +56,7 @@ def task_and_job_from_flags():
     """The RACE task and the run's job, from the flags (checked)."""
     import os
 
+    from albert_tf.fileio import is_dir
     from albert_tf.race.data import levels_to_read
     from albert_tf.race.features import check_lengths
     from albert_tf.race.task import RaceTask
@@ -65,7 +66,7 @@ def task_and_job_from_flags():
     require_flags(FLAGS, *REQUIRED)
     if FLAGS.task_name.lower() != "race":
         raise ValueError(f"--task_name={FLAGS.task_name}: run_race.py runs RACE only")
-    if not os.path.isdir(FLAGS.data_dir):
+    if not is_dir(FLAGS.data_dir):
         raise ValueError(f"--data_dir={FLAGS.data_dir}: no such directory (expected one holding "
                          f"RACE/{{train,dev,test}}/{{middle,high}}/*.txt)")
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)

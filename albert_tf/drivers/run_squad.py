@@ -45,6 +45,7 @@ from absl import flags
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
                                          job_from_flags, run_and_report)
+from albert_tf.fileio import absolute, is_file
 from albert_tf.training.flags import define_flags
 from albert_tf.training.results import format_eval_results
 
@@ -97,11 +98,11 @@ def _validate(config) -> list[str]:
     for name in ("train_file", "predict_file"):
         path = getattr(f, name)
         wanted = f.do_train if name == "train_file" else f.do_predict
-        if wanted and path and not os.path.isfile(path):
+        if wanted and path and not is_file(path):
             problems.append(f"--{name}={path}: file not found")
     if not f.spm_model_file:
         problems.append("--spm_model_file is required (SQuAD alignment works on SentencePiece pieces)")
-    elif not os.path.isfile(f.spm_model_file):
+    elif not is_file(f.spm_model_file):
         problems.append(f"--spm_model_file={f.spm_model_file}: file not found")
     if f.max_seq_length > config.max_position_embeddings:
         problems.append(f"--max_seq_length={f.max_seq_length} exceeds max_position_embeddings "
@@ -133,7 +134,9 @@ def task_and_job_from_flags():
     if problems:
         raise ValueError("; ".join(problems))
     config = albert_config_from_flags(f, f.spm_model_file, None)
-    os.makedirs(f.output_dir, exist_ok=True)
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(f.output_dir)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
         do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
@@ -141,7 +144,7 @@ def task_and_job_from_flags():
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
         start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
         null_score_diff_threshold=f.null_score_diff_threshold)
-    task = SquadTask(settings, os.path.abspath(f.output_dir), f.train_file, f.predict_file,
+    task = SquadTask(settings, absolute(f.output_dir), f.train_file, f.predict_file,
                      f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file)
     steps = 1
     if f.do_train:
@@ -157,7 +160,7 @@ def task_and_job_from_flags():
 def _has_checkpoints(output_dir: str) -> bool:
     from albert_tf.weights import files
 
-    return bool(files.all_checkpoints(output_dir)) or os.path.exists(
+    return bool(files.all_checkpoints(output_dir)) or is_file(
         os.path.join(output_dir, files.BEST_BASENAME) + ".index")
 
 

@@ -26,7 +26,8 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data import datasets
+from albert_tf.data import batching, datasets
+from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator
@@ -35,6 +36,7 @@ from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE
 from albert_tf.training.summaries import write_scalars
+from albert_tf.training.xla import parse_xla_setting
 from albert_tf.weights import files, fine_tuning_init, load_checkpoint
 
 
@@ -57,6 +59,10 @@ class FineTuningJob:
     optimizer_fn: Callable | None = None
     eval_batch_size: int = 8
     predict_batch_size: int = 8
+    pad_to_max_length: bool = False  # the original's batches: every row at --max_seq_length
+    seq_length_multiple: int = batching.DEFAULT_MULTIPLE  # a batch's length: its longest row rounded up to this
+    seq_length_buckets: tuple[int, ...] | None = None  # TPU / XLA: the static lengths (default from max_seq_length)
+    group_by_length: bool = False  # training batches of rows of similar length (seeded sampler)
 
 
 def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
@@ -77,7 +83,7 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
 
 def weights_step(output_dir: str, weights: str, key_metric: str) -> int:
     """The training step of ``weights`` (model.ckpt-best: the step it was copied from; 0 if unknown)."""
-    if os.path.abspath(weights) == os.path.join(output_dir, files.BEST_BASENAME):
+    if absolute(weights) == os.path.join(output_dir, files.BEST_BASENAME):
         _, best_step, _ = BestCheckpointKeeper(output_dir, key_metric).read()
         return max(best_step, 0)
     return int(files.step_of(weights) or 0)
@@ -88,9 +94,17 @@ class _Runner:
 
     def __init__(self, task: FineTuningTask, job: FineTuningJob, strategy: tf.distribute.Strategy):
         self.task = task
-        self.job = dataclasses.replace(job, output_dir=os.path.abspath(job.output_dir))
+        self.job = dataclasses.replace(job, output_dir=absolute(job.output_dir))
         self.strategy = strategy
         self.one_hot = one_hot_embeddings(strategy)
+        self.lengths = self.length_policy()
+
+    def length_policy(self) -> datasets.LengthPolicy:
+        """Batches at their own length; static lengths where each shape is compiled (TPU, XLA)."""
+        job = self.job
+        xla = job.train is not None and parse_xla_setting(job.train.enable_xla) is not False
+        static = isinstance(self.strategy, tf.distribute.TPUStrategy) or xla
+        return datasets.LengthPolicy(job.pad_to_max_length, job.seq_length_multiple, static, job.seq_length_buckets)
 
     # ---- models ----
     def new_model(self):
@@ -109,7 +123,7 @@ class _Runner:
 
     def gather(self, runner: BatchRunner, split: Split, batch_size: int) -> dict[str, np.ndarray]:
         """The task's outputs for every real record of ``split``, in file order."""
-        return gather_real_examples(runner, datasets.eval_dataset(split.cached, batch_size),
+        return gather_real_examples(runner, datasets.eval_dataset(split.cached, batch_size, self.lengths),
                                     split.cached.num_records, f"{self.task.name} records")
 
     def evaluation(self, model) -> Callable[[str], dict[str, Any]]:
@@ -149,7 +163,7 @@ class _Runner:
             build_model=self.new_model,
             loss_fn=self.task.loss,
             train_dataset_fn=datasets.train_dataset_fn(train.cached, config.train_batch_size, config.seed,
-                                                       self.task.shuffle_buffer),
+                                                       self.task.shuffle_buffer, self.lengths, job.group_by_length),
             init_fn=fine_tuning_init(job.init_checkpoint),
         )
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 from absl import logging
 
-from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.fileio import absolute, atomic_write_text, is_file, open_binary, read_text
 from albert_tf.glue.processors import GlueDataError, GlueProcessor, InputExample, SplitLayout, TaskSpec
 
 TASK_NAME = "custom"
@@ -49,7 +49,7 @@ def file_format(path: str, given: str | None = None) -> str:
 
 def _decoded_lines(path: str) -> Iterator[str]:
     """The file's lines as text, one error line naming the first line that is not UTF-8."""
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
                 yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
@@ -60,7 +60,7 @@ def _decoded_lines(path: str) -> Iterator[str]:
 
 def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, {column: value}) for each row, checking that ``columns`` are there."""
-    if not os.path.isfile(path):
+    if not is_file(path):
         raise GlueDataError(f"{path}: file not found")
     rows = _json_rows(path) if fmt == "jsonl" else _delimited_rows(path, "\t" if fmt == "tsv" else ",")
     seen = False
@@ -202,7 +202,7 @@ def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | Non
         kind = "a regression" if labels is None else f"{len(labels)} labels"
         allowed = [name for name, metric in KEY_METRICS.items() if metric in metrics]
         raise ValueError(f"--key_metric={key_metric}: not available for this data ({kind}); use one of {allowed}")
-    layout = {split: SplitLayout(os.path.abspath(path), True, 0, 1 if pair else None,
+    layout = {split: SplitLayout(absolute(path), True, 0, 1 if pair else None,
                                  None if split == "test" else 1) for split, path in files.items()}
     return TaskSpec(name=TASK_NAME, folder="", labels=labels, splits=layout, metrics=metrics, key_metric=key,
                     submission_file="custom.tsv")

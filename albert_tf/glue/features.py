@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
 from albert_tf.data.records import MODEL_INPUTS, SEQUENCE, RecordSchema, model_input_features
-from albert_tf.fileio import file_sha256
+from albert_tf.fileio import absolute, file_sha256, is_file
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
 CLS, SEP = "[CLS]", "[SEP]"
@@ -134,7 +134,7 @@ def cached_features(
     """
     spec = processor.spec
     data_file = processor.data_file(data_dir, split)
-    if not os.path.isfile(data_file):
+    if not is_file(data_file):
         # Let the processor raise its message naming the file and the flag.
         next(iter(processor.iter_examples(data_dir, split)), None)
     record_schema = schema(spec.is_regression)
@@ -155,6 +155,6 @@ def cached_features(
             write(to_tf_example(convert_example(example, spec, max_seq_length, tokenizer),
                                 spec.is_regression).SerializeToString())
             count += 1
-        return {"num_examples": count, "data_file": os.path.abspath(data_file)}
+        return {"num_examples": count, "data_file": absolute(data_file)}
 
     return cached_records(path, record_schema, settings, build)

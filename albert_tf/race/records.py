@@ -15,7 +15,7 @@ from typing import Sequence
 
 from albert_tf.data.feature_cache import CachedSplit, cached_records
 from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
-from albert_tf.fileio import file_sha256
+from albert_tf.fileio import absolute, file_sha256
 from albert_tf.race.data import NUM_CHOICES, RaceExample
 from albert_tf.race.features import Tokenizer, choice_inputs
 
@@ -33,7 +33,7 @@ def cached_features(examples: Sequence[RaceExample], data_files: Sequence[str], 
     """The records of `examples` (read from `data_files`) at `record_file`, reused while the
     files' contents, the tokenizer and the lengths are those they were made from."""
     settings = {
-        "data_sha256": [[os.path.abspath(path), file_sha256(path)] for path in data_files],
+        "data_sha256": [[absolute(path), file_sha256(path)] for path in data_files],
         "tokenizer": tokenizer_id,
         "max_seq_length": int(max_seq_length),
         "max_qa_length": int(max_qa_length),

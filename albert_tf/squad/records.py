@@ -29,7 +29,7 @@ import tensorflow as tf
 from albert_tf import tokenization
 from albert_tf.data.feature_cache import CachedSplit, cached_records
 from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
-from albert_tf.fileio import file_sha256
+from albert_tf.fileio import absolute, file_sha256, is_file
 from albert_tf.squad import data, features
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def build_or_load(
     features.check_lengths(max_seq_length, max_query_length, doc_stride)
     side_file = side_file or record_file + ".json"
     for path, flag in ((input_file, "SQuAD file"), (spm_model_file, "spm_model_file")):
-        if not path or not os.path.isfile(path):
+        if not path or not is_file(path):
             raise data.SquadFormatError(f"{flag} not found: {path}")
     settings = {
         "data_sha256": file_sha256(input_file),
@@ -143,7 +143,7 @@ def _build(input_file: str, spm_model_file: str, settings: dict, write) -> dict:
     log.info("%s: %d examples -> %d features (%s)", input_file, stats.examples, stats.features,
              dataclasses.asdict(stats))
     return {
-        "input_file": os.path.abspath(input_file),
+        "input_file": absolute(input_file),
         "num_examples": stats.examples,
         "num_features": stats.features,
         "stats": dataclasses.asdict(stats),

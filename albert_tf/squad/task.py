@@ -123,7 +123,12 @@ class SquadTask(FineTuningTask):
 
     def outputs(self, model, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         inputs = {k: v for k, v in batch.items() if k not in ("unique_ids", "is_real_example")}
-        return {**model(inputs, training=False), "unique_ids": batch["unique_ids"]}
+        out = {**model(inputs, training=False), "unique_ids": batch["unique_ids"]}
+        if not self.settings.version_2:  # a batch cut to its length: logits back at max_seq_length, as masked
+            pad = [[0, 0], [0, self.settings.max_seq_length - tf.shape(batch["input_ids"])[1]]]
+            for name in ("start_logits", "end_logits"):
+                out[name] = tf.pad(out[name], pad, constant_values=-heads.NEG_INF)
+        return out
 
     # ---- the outputs step: n-best post-processing ----
     def answers(self, split: Split, gathered: Mapping[str, np.ndarray]) -> postprocess.SquadPredictions:

@@ -47,3 +47,33 @@ def test_mirrored_matches_one_device_with_dropout(glue_slices, spm_model, tmp_pa
     assert single_eval.keys() == mirrored_eval.keys()
     for key in single_eval:
         assert abs(single_eval[key] - mirrored_eval[key]) <= 1e-5, key
+
+
+def _predictions(out):
+    return np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)
+
+
+def test_batches_at_their_length_give_the_padded_numbers(glue_slices, spm_model, tmp_path):
+    """Batches cut to their longest row (CPU) or to a static bucket (XLA), on one device and on 2 mirrored
+    replicas, with dropout on: the weights, the eval results and the predictions of padding every row to
+    --max_seq_length, within 1e-5."""
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}))
+    padded, padded_eval = _train(tmp_path / "padded", config, glue_slices, spm_model, "--pad_to_max_length",
+                                 "--do_predict")
+    runs = {
+        "longest row, one device": ("--seq_length_multiple=4",),
+        "longest row, 2 replicas": ("--seq_length_multiple=4", "--distribution_strategy=mirrored", "--num_gpus=2"),
+        "buckets under XLA, one device": ("--enable_xla=force", "--seq_length_buckets=16,24,32"),
+        "buckets under XLA, 2 replicas": ("--enable_xla=force", "--seq_length_buckets=16,24,32",
+                                          "--distribution_strategy=mirrored", "--num_gpus=2"),
+    }
+    for name, flags in runs.items():
+        out = tmp_path / name.replace(" ", "_").replace(",", "")
+        weights, results = _train(out, config, glue_slices, spm_model, "--do_predict", *flags)
+        worst = max(float(np.abs(padded[k] - weights[k]).max()) for k in padded)
+        assert worst <= 1e-5, (name, worst)
+        assert results.keys() == padded_eval.keys()
+        for key in results:
+            assert abs(results[key] - padded_eval[key]) <= 1e-5, (name, key)
+        np.testing.assert_allclose(_predictions(out), _predictions(tmp_path / "padded"), atol=1e-5, err_msg=name)
