@@ -16,6 +16,8 @@ import json
 import os
 from typing import Any, Callable, Mapping
 
+from absl import logging
+
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text
 
@@ -45,13 +47,28 @@ def cache_key(schema: RecordSchema, settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 
 
-def _load_side_file(side_file: str, key: str) -> dict | None:
+def _load_side_file(side_file: str, key: str, record_file: str) -> dict | None:
+    """The side file if it describes these records; a damaged cache (unreadable side file, record
+    file of another size than the one written) is rebuilt with a warning, never read as truth."""
     try:
         with open(side_file, encoding="utf-8") as f:
             side = json.load(f)
-    except (OSError, json.JSONDecodeError):
+    except FileNotFoundError:
         return None
-    return side if isinstance(side, dict) and side.get("key") == key else None
+    except (OSError, ValueError) as e:
+        logging.warning("Feature cache %s is damaged (%s): rebuilding %s.", side_file, e, record_file)
+        return None
+    if not isinstance(side, dict):
+        logging.warning("Feature cache %s is damaged (not a JSON object): rebuilding %s.", side_file, record_file)
+        return None
+    if side.get("key") != key:
+        return None
+    size, written = os.path.getsize(record_file), side.get("record_bytes")
+    if written is not None and size != written:
+        logging.warning("Feature cache %s has %d bytes, %d were written (truncated or replaced): rebuilding it.",
+                        record_file, size, written)
+        return None
+    return side
 
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
@@ -62,11 +79,11 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
 
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key) if os.path.isfile(record_file) else None
+    side = _load_side_file(side_file, key, record_file) if os.path.isfile(record_file) else None
     if side is not None:
         return CachedRecords(record_file, side_file, side, reused=True)
     with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
         info = dict(build(writer.write))
-    side = {"key": key, "settings": dict(settings), **info}
+    side = {"key": key, "settings": dict(settings), "record_bytes": os.path.getsize(record_file), **info}
     atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
     return CachedRecords(record_file, side_file, side, reused=False)
