@@ -42,19 +42,20 @@ from absl import logging
 from albert_tf.errors import RunError
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import dropout_seed_scope  # noqa: F401  (re-exported)
+from albert_tf.training import faults
 from albert_tf.training.checkpoint_policy import CheckpointPolicy
 from albert_tf.training.data import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import ExampleMeans
 from albert_tf.training.optimizers import learning_rate_at
 from albert_tf.training.reporting import Interval, Reporter
+from albert_tf.training.run_lock import RunLock, lock_path
 from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly
 from albert_tf.training.step import step_seed  # noqa: F401  (re-exported: the public name)
 from albert_tf.training.step import (LossFn, StepSettings, TrainStep, compiles_with_xla, split_loss_output,
                                      with_loss_scaling)
 from albert_tf.training.summaries import LazySummaryWriter, write_scalars
 from albert_tf.training.xla import XlaSetting, parse_xla_setting
-from albert_tf.weights import files
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
@@ -107,6 +108,7 @@ class TrainConfig:
     enable_xla: XlaSetting = False  # True, False or "force" (xla.use_xla decides)
     seed: int = 12345  # the one default of --seed (training.flags reads it from here)
     handle_signals: bool = True
+    take_over_run_lock: bool = False  # break another run's lock on output_dir (run_lock)
 
     def validate(self) -> None:
         for name in ("num_train_steps", "train_batch_size", "steps_per_loop", "save_checkpoints_steps",
@@ -169,7 +171,9 @@ class Trainer:
         self._evaluator: ExampleMeans | None = None
         self._last_saved_step: int | None = None
         self.policy = CheckpointPolicy(config.output_dir, config.save_checkpoints_steps,
-                                       config.keep_checkpoint_max, self.worker, self._barrier)
+                                       config.keep_checkpoint_max, self.worker, self._barrier,
+                                       size_estimate=lambda: faults.size_of(self.model, self.optimizer),
+                                       gather=self._gather)
         self.save_hooks: list[Callable[[str], Any]] = []
 
     # ------------------------------------------------------------------ setup
@@ -228,11 +232,6 @@ class Trainer:
         (not after the save that a stop signal forces), while the model holds its weights."""
         self.save_hooks.append(hook)
 
-    def _latest_checkpoint(self) -> str | None:
-        latest = self.policy.latest()
-        self._check_workers_see_the_same_checkpoint(latest)
-        return latest
-
     def _restore_or_initialize(self, latest: str | None, input_checkpoint: tf.train.Checkpoint,
                                input_prefix: str | None) -> str | None:
         output_dir = self.config.output_dir
@@ -254,22 +253,14 @@ class Trainer:
         logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
         return latest
 
-    def _check_workers_see_the_same_checkpoint(self, latest: str | None) -> None:
-        """Multi-worker: every worker must resume from the same step (shared output_dir)."""
-        if self.worker.num_workers <= 1:
-            return
-        step = -1 if latest is None else (files.step_of(latest) or 0)
-        values = self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.constant([step], tf.int64))
-        steps = sorted(set(self.strategy.gather(values, axis=0).numpy().tolist()))
-        if len(steps) > 1:
-            raise ValueError(
-                f"workers see different latest checkpoints in --output_dir (steps {steps}, -1 = none): "
-                f"for multi-worker training output_dir must be on storage shared by all workers "
-                f"(e.g. GCS or NFS)")
-
     def _all_weights_finite(self) -> bool:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))
+
+    def _gather(self, value: int) -> list[int]:
+        """Every worker's ``value`` (a collective: every worker must call it)."""
+        values = self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.constant([value], tf.int64))
+        return self.strategy.gather(values, axis=0).numpy().tolist()
 
     def _barrier(self) -> None:
         if self.worker.num_workers > 1:
@@ -295,13 +286,21 @@ class Trainer:
         return max(1, min(limits))
 
     def train(self) -> TrainResult:
-        """Trains to ``num_train_steps``, resuming from ``output_dir``'s latest checkpoint."""
+        """Trains to ``num_train_steps``, resuming from ``output_dir``'s newest intact checkpoint
+        (``CheckpointPolicy.resume_point``), holding the folder's run lock (``run_lock``)."""
         cfg = self.config
         if self.task.train_dataset_fn is None:
             raise ValueError("the task has no train_dataset_fn")
         tf.io.gfile.makedirs(cfg.output_dir)
+        path = lock_path(cfg.output_dir, self.worker.num_workers, self.worker.worker_index)
+        with RunLock(path, take_over=cfg.take_over_run_lock), faults.reporting_lost_workers(
+                self.worker, lambda: int(self.global_step.numpy()), self.policy.last_intact):
+            return self._train()
+
+    def _train(self) -> TrainResult:
+        cfg = self.config
         self._step_settings.check_batch_split()
-        latest = self._latest_checkpoint()
+        latest = self.policy.latest()
         to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology)
         dataset = self.task.train_dataset_fn(self._input_context(to_skip))
         self._step_settings.check_batches(dataset.element_spec)
