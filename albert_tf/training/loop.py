@@ -6,7 +6,7 @@ optimizer factory and a ``TrainConfig`` to a ``Trainer``:
 
     trainer = Trainer(task, strategy, optimizer_fn, config)
     trainer.add_save_hook(evaluator.after_save)   # e.g. evaluate each checkpoint
-    trainer.train()                     # resumes from output_dir if it holds a checkpoint
+    trainer.train()                     # resumes from output_dir's newest intact checkpoint
     results = trainer.evaluate(max_eval_steps=100)
 
 This module is the outer loop (restore, signals, NaN stop, save cadence, hooks); when to
@@ -27,7 +27,8 @@ function of (seed, step, example position) — see ``albert_tf.modeling.dropout`
 another topology fast-forwards the input stream by ``global_step`` global batches
 instead.  SIGTERM/SIGINT stop the run after the current step with a
 checkpoint and exit code 0.  A NaN/Inf loss stops it with ``NonFiniteLossError``
-naming the step and writes no checkpoint.
+naming the step and writes no checkpoint.  ``train`` holds ``output_dir``'s run lock
+(``run_lock``); a full disk or a lost worker ends it with one line (``faults``).
 """
 from __future__ import annotations
 
