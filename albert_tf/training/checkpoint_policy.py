@@ -202,8 +202,8 @@ class CheckpointPolicy:
         except (tf.errors.OpError, OSError) as e:
             if not faults.is_disk_full(e):
                 raise
-            for f in tf.io.gfile.glob(prefix + ".*") if self.last_written != prefix else ():
-                tf.io.gfile.remove(f)
+            if self.last_written != prefix:  # what was written of this one goes; the previous stays
+                files.delete_checkpoint(prefix)
             raise faults.disk_full_error(prefix, self.size_estimate(), self.last_written) from e
         self.last_written = prefix
         return prefix

@@ -17,7 +17,9 @@ from albert_tf.fileio import is_remote
 # What a collective raises on the survivors when a peer dies (connection reset or refused,
 # the coordination service's heartbeat timeout, or the collective being aborted).
 LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
-                     tf.errors.DeadlineExceededError, tf.errors.InternalError, tf.errors.UnknownError)
+                    tf.errors.DeadlineExceededError, tf.errors.InternalError, tf.errors.UnknownError)
+# Internal/Unknown errors count only when they speak of a peer (they are also what bugs raise).
+_PEER_WORDS = re.compile(r"/task:\d|socket|connect|peer|collective|heartbeat", re.IGNORECASE)
 
 
 class WorkerLostError(RunError):
@@ -64,6 +66,8 @@ def _mib(count: int) -> str:
 
 
 def is_lost_peer(err: BaseException) -> bool:
+    if isinstance(err, (tf.errors.InternalError, tf.errors.UnknownError)):
+        return bool(_PEER_WORDS.search(getattr(err, "message", None) or str(err)))
     return isinstance(err, LOST_PEER_ERRORS)
 
 
@@ -90,6 +94,6 @@ def reporting_lost_workers(worker, step: Callable[[], int], resume_from: Callabl
     try:
         yield
     except LOST_PEER_ERRORS as e:
-        if worker.num_workers <= 1:
+        if worker.num_workers <= 1 or not is_lost_peer(e):
             raise
         raise worker_lost_error(e, worker.worker_index, step(), resume_from()) from e

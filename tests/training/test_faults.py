@@ -226,3 +226,11 @@ def test_lost_worker(toy_process, tmp_path, reference_plain, same_weights, ports
     final = dict(np.load(tmp_path / "final.npz"))
     assert int(final.pop("__global_step__")) == 6
     same_weights(final, reference_plain["weights"], atol=1e-5)
+
+
+def test_which_errors_mean_a_worker_is_gone():
+    lost = tf.errors.UnavailableError(None, None, "Socket closed /job:worker/replica:0/task:1")
+    assert faults.is_lost_peer(lost) and faults.lost_task(lost, 0) == "/job:worker/task:1"
+    assert faults.is_lost_peer(tf.errors.InternalError(None, None, "Collective ops is aborted by: peer down"))
+    assert not faults.is_lost_peer(tf.errors.InternalError(None, None, "Blas GEMM launch failed"))
+    assert faults.lost_task(tf.errors.CancelledError(None, None, "cancelled"), 0) == "another worker"
