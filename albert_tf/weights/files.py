@@ -117,8 +117,11 @@ def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
         write(tmp_prefix)
         _move_checkpoint_files(tmp_prefix, prefix)
     finally:
-        for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
-            tf.io.gfile.remove(leftover)
+        for leftover in tf.io.gfile.glob(tmp_prefix + "*"):  # also TensorFlow's own <prefix>_temp folder
+            if tf.io.gfile.isdir(leftover):
+                tf.io.gfile.rmtree(leftover)
+            else:
+                tf.io.gfile.remove(leftover)
     return prefix
 
 
