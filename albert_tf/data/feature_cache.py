@@ -20,6 +20,8 @@ import json
 import os
 from typing import Any, Callable, Mapping
 
+from absl import logging
+
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, read_text
 
@@ -57,13 +59,33 @@ def cache_key(schema: RecordSchema, settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 
 
-def _load_side_file(side_file: str, key: str) -> dict | None:
+def _size(path: str) -> int:
+    import tensorflow as tf
+
+    return tf.io.gfile.stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def _load_side_file(side_file: str, key: str, record_file: str) -> dict | None:
+    """The side file if it describes these records; a damaged cache (unreadable side file, record
+    file of another size than the one written) is rebuilt with a warning, never read as truth."""
     try:
         side = json.loads(read_text(side_file) or "null")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
+        logging.warning("Feature cache %s is damaged (%s): rebuilding %s.", side_file, e, record_file)
         return None
-    ok = isinstance(side, dict) and side.get("key") == key and isinstance(side.get("num_records"), int)
-    return side if ok else None
+    if side is None:
+        return None
+    if not isinstance(side, dict):
+        logging.warning("Feature cache %s is damaged (not a JSON object): rebuilding %s.", side_file, record_file)
+        return None
+    if side.get("key") != key or not isinstance(side.get("num_records"), int):
+        return None
+    size, written = _size(record_file), side.get("record_bytes")
+    if written is not None and size != written:
+        logging.warning("Feature cache %s has %d bytes, %d were written (truncated or replaced): rebuilding it.",
+                        record_file, size, written)
+        return None
+    return side
 
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
@@ -78,7 +100,7 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key) if tf.io.gfile.exists(record_file) else None
+    side = _load_side_file(side_file, key, record_file) if tf.io.gfile.exists(record_file) else None
     if side is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     tf.io.gfile.makedirs(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
@@ -90,6 +112,7 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
             count += 1
 
         info = dict(build(write))
-    side = {"key": key, "settings": dict(settings), "num_records": count, **info}
+    side = {"key": key, "settings": dict(settings), "num_records": count, "record_bytes": _size(record_file),
+            **info}
     atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
     return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=False)

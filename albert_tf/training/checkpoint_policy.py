@@ -9,8 +9,12 @@ The files themselves (atomic prefixes, the ``checkpoint`` state file) are writte
 - retention: the newest ``keep_checkpoint_max`` checkpoints, each with its input
   positions (``model.ckpt-<step>.input-<worker>.*``, saved with the topology they were
   saved under); ``model.ckpt-best`` is never pruned;
-- resume: from the latest checkpoint, restoring the input position when the topology is
-  the same, else fast-forwarding the input stream by the checkpoint's step count;
+- resume: from the newest checkpoint that reads back completely (``resume_point``), restoring
+  the input position when the topology is the same, else fast-forwarding the input stream by
+  the checkpoint's step count.  The state file is not trusted for this (a lost or
+  half-synced file, a save killed before it was updated): every ``model.ckpt-<step>`` on
+  disk or in the state file is a candidate, newest first; damaged ones are skipped with a
+  warning; when there are checkpoints but none is intact the run stops (never from step 0);
 - after each save, the Trainer calls its save hooks. ``CheckpointEvaluator`` is the hook
   the drivers use: it evaluates each checkpoint once, before pruning can delete it, keeps
   the best by one metric as ``model.ckpt-best`` (``best_trial.txt``) and adds a block to
@@ -19,15 +23,19 @@ The files themselves (atomic prefixes, the ``checkpoint`` state file) are writte
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 from absl import logging
+from google.protobuf import text_format
 
 from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.training import faults
 from albert_tf.training.distribution import WorkerInfo
 from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
 from albert_tf.weights import files
+from albert_tf.weights.errors import CheckpointError
 
 BEST_TRIAL_FILENAME = "best_trial.txt"
 # The key of the [workers, local replicas, global batch] an input position was saved under.
@@ -35,9 +43,20 @@ TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
 _GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-def input_state_prefix(checkpoint_path: str, worker_index: int) -> str:
+# What reading a garbled state file raises.
+_STATE_FILE_ERRORS = (tf.errors.OpError, text_format.ParseError)
+
+
+def input_state_prefix(checkpoint_path: str, worker_index: int | str) -> str:
     """Where worker ``worker_index`` keeps its input position for a checkpoint."""
     return f"{checkpoint_path}.input-{worker_index}"
+
+
+def _saved_topology(prefix: str) -> list[int]:
+    """The [workers, local replicas, global batch] an input state was saved under ([0] if not recorded)."""
+    if TOPOLOGY_KEY not in {name for name, _ in tf.train.list_variables(prefix)}:
+        return [0]
+    return tf.train.load_variable(prefix, TOPOLOGY_KEY).tolist()
 
 
 class CheckpointPolicy:
@@ -48,8 +67,12 @@ class CheckpointPolicy:
     """
 
     def __init__(self, output_dir: str, save_checkpoints_steps: int, keep_checkpoint_max: int,
-                 worker: WorkerInfo, barrier: Callable[[], None] = lambda: None):
+                 worker: WorkerInfo, barrier: Callable[[], None] = lambda: None,
+                 size_estimate: Callable[[], int] = lambda: 0, gather: Callable[[int], list[int]] | None = None):
         self.output_dir = output_dir
+        self.size_estimate = size_estimate
+        self.gather = gather  # every worker's value of an int (multi-worker)  # bytes of one checkpoint (for the disk-full message)
+        self.last_written: str | None = None  # what a rerun would resume from: resumed or saved
         self.save_checkpoints_steps = save_checkpoints_steps
         self.keep_checkpoint_max = keep_checkpoint_max
         self.worker = worker
@@ -62,10 +85,86 @@ class CheckpointPolicy:
         return self.save_checkpoints_steps - step % self.save_checkpoints_steps
 
     def latest(self) -> str | None:
-        """The checkpoint to resume from (the chief first removes what crashed saves left)."""
+        """The checkpoint to resume from (the chief first removes what crashed saves left):
+        ``resume_point``."""
         if self.worker.is_chief:
             files.remove_stale_temporaries(self.output_dir)
-        return tf.train.latest_checkpoint(self.output_dir)
+        self.last_written = self.resume_point()
+        self._check_workers_agree(self.last_written)
+        return self.last_written
+
+    def _check_workers_agree(self, latest: str | None) -> None:
+        """Multi-worker: every worker must resume from the same step (shared output_dir)."""
+        if self.worker.num_workers <= 1 or self.gather is None:
+            return
+        steps = sorted(set(self.gather(-1 if latest is None else (files.step_of(latest) or 0))))
+        if len(steps) > 1:
+            raise ValueError(
+                f"workers see different latest checkpoints in --output_dir (steps {steps}, -1 = none): "
+                f"for multi-worker training output_dir must be on storage shared by all workers "
+                f"(e.g. GCS or NFS)")
+
+    def candidates(self) -> list[str]:
+        """Every ``model.ckpt-<step>`` with an index on disk or named by the state file, newest first
+        (data shards without an index are an interrupted save, not a checkpoint)."""
+        pattern = re.compile(re.escape(files.CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
+        found = {os.path.join(self.output_dir, name[: -len(".index")])
+                 for name in tf.io.gfile.listdir(self.output_dir) if pattern.match(name)}
+        try:
+            listed = files.all_checkpoints(self.output_dir)
+        except _STATE_FILE_ERRORS as e:
+            logging.warning("%s is unreadable (%s): looking for checkpoints on disk only.",
+                            os.path.join(self.output_dir, files.STATE_FILENAME), e)
+            listed = []
+        found.update(p for p in listed if files.step_of(p) is not None)
+        return sorted(found, key=lambda p: files.step_of(p), reverse=True)
+
+    def damage(self, prefix: str) -> str | None:
+        """Why ``prefix`` cannot be resumed from (naming the file), None if it can: its model
+        state and every worker's input state it was saved with read back completely."""
+        reason = files.checkpoint_damage(prefix)
+        if reason is not None:
+            return reason
+        # Input states are saved before the model: any file of one says a worker saved its part,
+        # and any readable one how many workers did (a checkpoint with none fast-forwards instead).
+        found = {int(m.group(1)) for f in tf.io.gfile.glob(input_state_prefix(prefix, "*") + ".*")
+                 if (m := re.search(r"\.input-(\d+)\.", f[len(prefix):]))}
+        damages = {i: files.checkpoint_damage(input_state_prefix(prefix, i)) for i in sorted(found)}
+        workers = max([max(found, default=-1) + 1,
+                       *(_saved_topology(input_state_prefix(prefix, i))[0] for i, d in damages.items() if d is None)])
+        for worker_index in range(workers):
+            if worker_index not in damages:
+                return f"{input_state_prefix(prefix, worker_index)}.index is missing"
+            if damages[worker_index] is not None:
+                return damages[worker_index]
+        return None
+
+    def last_intact(self) -> str | None:
+        """``resume_point`` for a message: None instead of an error."""
+        try:
+            return self.resume_point()
+        except CheckpointError:
+            return None
+
+    def resume_point(self) -> str | None:
+        """The newest checkpoint that reads back completely; None when there is no checkpoint.
+        Raises ``CheckpointError`` when there are checkpoints but none is intact."""
+        if not tf.io.gfile.isdir(self.output_dir):
+            return None
+        damaged: list[str] = []
+        for prefix in self.candidates():
+            reason = self.damage(prefix)
+            if reason is None:
+                if damaged:
+                    logging.warning("Skipping damaged checkpoint(s): %s. Resuming from %s, the newest intact "
+                                    "one.", "; ".join(damaged), prefix)
+                return prefix
+            damaged.append(reason)
+        if damaged:
+            raise CheckpointError(
+                f"no intact checkpoint in {self.output_dir} to resume from ({'; '.join(damaged)}); not "
+                f"training from step 0 over them: restore the files, or move them away to start over")
+        return None
 
     def input_resume_plan(self, latest: str | None, topology: list[int]) -> tuple[int, str | None]:
         """(global batches to skip, saved input position to restore) for resuming from ``latest``.
@@ -80,9 +179,8 @@ class CheckpointPolicy:
         prefix = input_state_prefix(latest, self.worker.worker_index)
         saved = None
         if tf.io.gfile.exists(prefix + ".index"):
-            names = {name for name, _ in tf.train.list_variables(prefix)}
-            if TOPOLOGY_KEY in names:
-                saved = tf.train.load_variable(prefix, TOPOLOGY_KEY).tolist()
+            saved = _saved_topology(prefix)
+            saved = None if saved == [0] else saved
         if saved == topology:
             return 0, prefix
         step = int(tf.train.load_variable(latest, _GLOBAL_STEP_KEY))
@@ -95,8 +193,23 @@ class CheckpointPolicy:
     def save(self, step: int, model_checkpoint: tf.train.Checkpoint,
              input_checkpoint: tf.train.Checkpoint | None = None) -> str:
         """Writes ``model.ckpt-<step>`` (the chief's copy) and this worker's input position,
-        then records it in the state file and prunes what falls out of retention."""
+        then records it in the state file and prunes what falls out of retention.  A full disk
+        raises ``faults.DiskFullError`` (one line: the path, the space needed); what was written
+        of this checkpoint is removed and the previous one stays the resume point."""
         prefix = files.checkpoint_prefix(self.output_dir, step)
+        try:
+            self._write(prefix, model_checkpoint, input_checkpoint)
+        except (tf.errors.OpError, OSError) as e:
+            if not faults.is_disk_full(e):
+                raise
+            if self.last_written != prefix:  # what was written of this one goes; the previous stays
+                files.delete_checkpoint(prefix)
+            raise faults.disk_full_error(prefix, self.size_estimate(), self.last_written) from e
+        self.last_written = prefix
+        return prefix
+
+    def _write(self, prefix: str, model_checkpoint: tf.train.Checkpoint,
+               input_checkpoint: tf.train.Checkpoint | None) -> None:
         if input_checkpoint is not None:
             files.write_checkpoint_atomically(input_checkpoint,
                                               input_state_prefix(prefix, self.worker.worker_index))
@@ -113,7 +226,6 @@ class CheckpointPolicy:
             files.update_state_file(self.output_dir, prefix, self.keep_checkpoint_max)
         else:
             self._prune_own_input_states()
-        return prefix
 
     def _prune_own_input_states(self) -> None:
         """A non-chief worker's input positions follow the chief's retention."""

@@ -13,10 +13,12 @@ is the caller's business (``Trainer.evaluate`` does it with one collective).
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
+
+from albert_tf.training.step import metric_parts, scalar, split_loss_output
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Mapping[str, tf.Tensor]]
 
@@ -89,3 +91,51 @@ def gather_real_examples(runner: BatchRunner, dataset: tf.data.Dataset, expected
     if int(real.sum()) != expected:
         raise RuntimeError(f"predicted {int(real.sum())} of {expected} {what}")
     return {name: values[real] for name, values in result.items()}
+
+
+class ExampleMeans:
+    """A task's loss and metrics over an eval set, as ``Trainer.evaluate`` reports them.
+
+    Pair metrics are sum(numerators) / sum(denominators) over every example seen; the loss
+    and scalar metrics (batch means) are weighted by their batch's size, i.e. averaged over
+    examples whatever the batching, sharding or final partial batch.  With several workers
+    the sums of all of them are added in one collective.
+    """
+
+    def __init__(self, loss_fn: Callable[..., Any], model, metric_kinds: Mapping[str, bool],
+                 strategy: tf.distribute.Strategy, num_workers: int):
+        self.loss_fn, self.model, self.metric_kinds = loss_fn, model, dict(metric_kinds)
+        self.strategy, self.num_workers = strategy, num_workers
+        self.runner = BatchRunner(self._parts, strategy)
+
+    def _parts(self, features) -> dict[str, tf.Tensor]:
+        """One batch's loss and metric sums: ``<name>/num`` and ``<name>/den`` scalars."""
+        loss, metrics = split_loss_output(self.loss_fn(self.model, features, False))
+        size = tf.cast(tf.shape(tf.nest.flatten(features)[0])[0], tf.float32)
+        parts = {"loss": (scalar(loss), tf.constant(1.0)), **metric_parts(self.metric_kinds, metrics)}
+        out = {}
+        for name, (num, den) in parts.items():
+            if name == "loss" or not self.metric_kinds[name]:
+                num, den = num * size, den * size
+            out[f"{name}/num"], out[f"{name}/den"] = num, den
+        return out
+
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: int | None = None) -> dict[str, float]:
+        parts = self.runner.gather(dataset, max_steps)
+        names = ["loss", *self.metric_kinds]
+        # Summed in float64 on the host, batch by batch in the dataset's order.
+        flat = [sum(float(x) for x in parts.get(f"{name}/{part}", ())) for name in names for part in ("num", "den")]
+        if self.num_workers > 1:  # one collective: every worker's sums
+            first = [True]
+
+            def local_values(ctx):
+                values = tf.constant(flat if first[0] else [0.0] * len(flat), tf.float32)
+                first[0] = False
+                return values
+
+            total = self.strategy.reduce(
+                tf.distribute.ReduceOp.SUM,
+                self.strategy.experimental_distribute_values_from_function(local_values), axis=None)
+            flat = total.numpy().tolist()
+        return {name: (flat[2 * i] / flat[2 * i + 1] if flat[2 * i + 1] else float("nan"))
+                for i, name in enumerate(names)}

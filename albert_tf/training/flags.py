@@ -43,6 +43,9 @@ _FLAGS: tuple[tuple[str, str, Any, str, list | None], ...] = (
      "many steps (drivers with --do_eval evaluate each one).", None),
     ("integer", "keep_checkpoint_max", _DEFAULTS["keep_checkpoint_max"], "How many recent checkpoints to keep "
      "(model.ckpt-best is kept apart).", None),
+    ("bool", "take_over_run_lock", _DEFAULTS["take_over_run_lock"], "Start even though --output_dir's run "
+     "lock names another run (one on another host that is known to be dead; a dead process on this host "
+     "is detected and its lock taken over without this flag).", None),
     ("bool", "use_tpu", False, "Whether to use TPU (implies --distribution_strategy=tpu).", None),
     ("string", "tpu_name", None, "The Cloud TPU to use: a name or grpc://ip.address.of.tpu:8470.", None),
     ("string", "tpu_zone", None, "GCE zone of the Cloud TPU (detected when possible).", None),

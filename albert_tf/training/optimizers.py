@@ -131,6 +131,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         m.assign(next_m)
         v.assign(next_v)
 
+    @property
+    def learning_rate_schedule(self) -> keras.optimizers.schedules.LearningRateSchedule | None:
+        """The schedule this optimizer was built with (None for a constant rate)."""
+        rate = self._learning_rate
+        return rate if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule) else None
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(
@@ -184,6 +190,18 @@ class LAMB(AdamWeightDecay):
         config = super().get_config()
         config["exclude_from_layer_adaptation"] = self.exclude_from_layer_adaptation
         return config
+
+
+def learning_rate_at(optimizer: keras.optimizers.Optimizer, step: int) -> float:
+    """The learning rate of update ``step`` (0-based) of any of the loop's optimizers, also
+    when wrapped in a ``LossScaleOptimizer``: our schedules are evaluated at ``step``; another
+    Keras optimizer reports its ``learning_rate`` (a constant, or its last update's rate)."""
+    if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    schedule = optimizer.learning_rate_schedule if isinstance(optimizer, AdamWeightDecay) else None
+    if schedule is not None:
+        return float(schedule(step))
+    return float(tf.convert_to_tensor(optimizer.learning_rate).numpy())
 
 
 def create_optimizer(

@@ -65,6 +65,48 @@ def _move_checkpoint_files(src_prefix: str, dst_prefix: str, copy: bool = False)
             tf.io.gfile.rename(src, dst, overwrite=True)
 
 
+# What reading a damaged checkpoint raises (a truncated shard gives IndexError, a garbage index
+# an OpError without the file's name).
+_READ_ERRORS = (tf.errors.OpError, IndexError, ValueError, RuntimeError, OSError)
+
+
+def _short(err: BaseException) -> str:
+    text = getattr(err, "message", None) or str(err) or type(err).__name__
+    text = re.sub(r"\{\{[^}]*\}\}|\[Op:\w+\]", "", text)  # TensorFlow's node and op names
+    return text.strip().splitlines()[0].strip()
+
+
+def checkpoint_damage(prefix: str) -> str | None:
+    """Why the checkpoint at ``prefix`` does not read back completely, naming the file; None when
+    it does: the index parses, every data shard it names exists, and every tensor reads back
+    (TensorFlow checks each one's size and checksum)."""
+    index = prefix + ".index"
+    if not tf.io.gfile.exists(index):
+        return f"{index} is missing"
+    try:
+        dtypes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+        names = sorted(dtypes)
+    except _READ_ERRORS as e:
+        return f"{index} is damaged ({_short(e)})"
+    shards = tf.io.gfile.glob(prefix + ".data-*")
+    match = re.search(r"-of-(\d+)$", shards[0]) if shards else None
+    if names and match:
+        count = int(match.group(1))
+        for i in range(count):
+            shard = f"{prefix}.data-{i:05d}-of-{count:05d}"
+            if shard not in shards:
+                return f"{shard} is missing"
+    elif names:
+        return f"{prefix}.data-00000-of-00001 is missing"
+    for name in names:
+        try:  # RestoreV2 reads any dtype (an input position is a variant), one tensor at a time
+            tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[name], shape_and_slices=[""], dtypes=[dtypes[name]])
+        except _READ_ERRORS as e:
+            where = shards[0] if len(shards) == 1 else prefix + ".data-*"
+            return f"{where} is damaged ({_short(e)} reading {name})"
+    return None
+
+
 def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
     """``write(tmp_prefix)`` to a temporary prefix beside ``prefix``, then renames its files
     to ``prefix``; a failed write removes the temporary files."""
@@ -75,8 +117,11 @@ def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
         write(tmp_prefix)
         _move_checkpoint_files(tmp_prefix, prefix)
     finally:
-        for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
-            tf.io.gfile.remove(leftover)
+        for leftover in tf.io.gfile.glob(tmp_prefix + "*"):  # also TensorFlow's own <prefix>_temp folder
+            if tf.io.gfile.isdir(leftover):
+                tf.io.gfile.rmtree(leftover)
+            else:
+                tf.io.gfile.remove(leftover)
     return prefix
 
 

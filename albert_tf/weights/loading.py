@@ -10,7 +10,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.weights import hf
+from albert_tf.weights import files, hf
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 
@@ -42,7 +42,17 @@ class LoadReport:
 
 def resolve_checkpoint(path: str) -> str:
     """A checkpoint prefix from a prefix, a directory with a `checkpoint` state
-    file, or a TF-Hub module directory (`variables/variables`)."""
+    file, or a TF-Hub module directory (`variables/variables`); one that does not read back
+    completely (a truncated or missing data file, a garbage index) is a `CheckpointError`
+    naming the file."""
+    prefix = _find_checkpoint(path)
+    damage = files.checkpoint_damage(prefix)
+    if damage is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: {damage}")
+    return prefix
+
+
+def _find_checkpoint(path: str) -> str:
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest:

@@ -78,3 +78,19 @@ def test_remote_cache_is_built_reused_and_left_whole(tmp_path):
     with tf.io.gfile.GFile(data, "wb") as f:
         f.write(b"x" * 3000000)
     assert file_sha256(data) == hashlib.sha256(b"x" * 3000000).hexdigest()
+
+
+@pytest.mark.parametrize("damage", ["truncated_records", "garbage_side_file", "side_file_not_an_object"])
+def test_a_damaged_cache_is_rebuilt_with_a_warning(tmp_path, damage, caplog):
+    path, calls = str(tmp_path / "c.tf_record"), []
+    cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+    if damage == "truncated_records":  # a crash or a full disk while copying it; side file intact
+        with open(path, "r+b") as f:
+            f.truncate(len(open(path, "rb").read()) - 5)
+    else:
+        (tmp_path / "c.tf_record.json").write_text("{not json" if damage == "garbage_side_file" else "[1, 2]")
+    with caplog.at_level("WARNING"):
+        again = cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+    assert not again.reused and calls == [1, 1] and _read(path) == [1, 2, 3]
+    assert any("rebuilding" in r.getMessage() and "c.tf_record" in r.getMessage() for r in caplog.records)
+    assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and calls == [1, 1]

@@ -175,3 +175,25 @@ def test_update_waits_for_its_gradient(name):
     assert len(update_reads) >= 3, [op.name for op in reads]
     assert all(depends_on_gradient(op) for op in update_reads), [
         op.name for op in update_reads if not depends_on_gradient(op)]
+
+
+def test_learning_rate_at_reads_every_optimizer_kind():
+    """The loop's reported rate: the schedule at the update (also through a LossScaleOptimizer),
+    else the optimizer's own constant rate; compared to the original's warmup/decay formula."""
+    from albert_tf.keras import keras
+
+    init_lr, steps, warmup = 0.1, 10, 2
+
+    def original(step):  # linear warmup, then linear decay to 0 (poly_power 1)
+        decayed = init_lr * (1 - min(step, steps) / steps)
+        return init_lr * step / warmup if step < warmup else decayed
+
+    lamb = optimizers.create_optimizer(init_lr, steps, warmup, optimizer="lamb")
+    wrapped = keras.mixed_precision.LossScaleOptimizer(optimizers.create_optimizer(init_lr, steps, warmup))
+    for step in (0, 1, 2, 7):
+        assert optimizers.learning_rate_at(lamb, step) == pytest.approx(original(step), rel=1e-6)
+        assert optimizers.learning_rate_at(wrapped, step) == pytest.approx(original(step), rel=1e-6)
+    constant = optimizers.AdamWeightDecay(learning_rate=0.25)
+    assert constant.learning_rate_schedule is None
+    assert optimizers.learning_rate_at(constant, 5) == 0.25
+    assert optimizers.learning_rate_at(keras.optimizers.SGD(0.5), 3) == 0.5

@@ -8,7 +8,9 @@ subprocess (resume after SIGKILL, SIGTERM, MirroredStrategy, MultiWorkerMirrored
 Variable names contain `LayerNorm`, `bias` and `kernel` like ALBERT's, so the
 optimizer's exclusions are exercised.  Test hooks: --hang_at_step (block forever once
 that step's checkpoint is written, for a SIGKILL), --slow_step_seconds (sleep in every
-step, for a SIGTERM mid-loop), --nan_at_step (make the loss NaN from that step on).
+step, for a SIGTERM mid-loop), --nan_at_step (make the loss NaN from that step on),
+--die_in_save=STEP:POINT (SIGKILL itself while saving checkpoint STEP, see ``die_in_save``).
+Errors end the run as in the real drivers (``albert_tf.cli``: one line, exit 1).
 """
 from __future__ import annotations
 
@@ -153,6 +155,45 @@ def make_trainer(strategy, input_file: str, output_dir: str, eval_file: str | No
     return trainer
 
 
+SAVE_POINTS = ("before_index", "before_state_file", "input_state")
+
+
+def die_in_save(step: int, point: str, worker_index: int) -> None:
+    """Fault injection at the checkpoint writer: SIGKILL this process while saving ``model.ckpt-<step>``
+    before_index: its data shards are in place, its index is not; before_state_file: all its files are
+    in place, the state file does not name it yet; input_state: this worker's input position lacks its index."""
+    import os
+    import signal
+
+    from albert_tf.weights import files
+
+    name = f"{files.CHECKPOINT_BASENAME}-{step}"
+    index = {"before_index": f"{name}.index", "input_state": f"{name}.input-{worker_index}.index"}.get(point)
+
+    def die():
+        print(f"DYING in save {step} at {point}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if index is not None:
+        rename = tf.io.gfile.rename
+
+        def renaming(src, dst, overwrite=False):
+            if dst.endswith(index):
+                die()
+            return rename(src, dst, overwrite)
+
+        tf.io.gfile.rename = renaming
+    else:
+        update = files.update_state_file
+
+        def updating(output_dir, path, keep):
+            if path.endswith(name):
+                die()
+            return update(output_dir, path, keep)
+
+        files.update_state_file = updating
+
+
 def main(argv):
     del argv
     from absl import flags
@@ -167,6 +208,9 @@ def main(argv):
             hooks[name] = getattr(f, name)
     if f.slow_step_seconds:
         hooks["slow_step_seconds"] = f.slow_step_seconds
+    if f.die_in_save:
+        step, point = f.die_in_save.split(":")
+        die_in_save(int(step), point, f.task_index_for_faults)
     trainer = make_trainer(strategy, f.input_file, f.output_dir, eval_file=f.eval_file, hooks=hooks,
                            **{name: getattr(f, name) for name in DEFAULTS})
     result = trainer.train()
@@ -197,8 +241,12 @@ if __name__ == "__main__":
     flags.DEFINE_integer("hang_at_step", None, "")
     flags.DEFINE_integer("nan_at_step", None, "")
     flags.DEFINE_float("slow_step_seconds", 0.0, "")
+    flags.DEFINE_string("die_in_save", None, "STEP:POINT, POINT one of " + ", ".join(SAVE_POINTS))
+    flags.DEFINE_integer("task_index_for_faults", 0, "This worker's index (for --die_in_save=STEP:input_state).")
     flags.DEFINE_string("dump", None, "Write final weights (npz) and logs (json) here.")
     flags.DEFINE_bool("eval_at_end", False, "")
     flags.DEFINE_string("eval_file", None, "TFRecords for --eval_at_end (default: --input_file).")
     flags.mark_flags_as_required(["input_file", "output_dir"])
-    app.run(main)
+    from albert_tf.cli import reports_errors
+
+    app.run(reports_errors(main))

@@ -138,3 +138,20 @@ def test_saving_keeps_other_checkpoints_in_the_state_file(tmp_path):
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["model.ckpt-1", "model.ckpt-2"]
     assert not list(tmp_path.glob("*tmp-write*"))
+
+
+@pytest.mark.parametrize("damage", ["truncated_data", "garbage_index", "missing_data"])
+def test_damaged_init_checkpoint_is_one_line_naming_the_file(tmp_path, damage, random_tf1_checkpoint):
+    random_tf1_checkpoint(_config(), tmp_path / "ours" / "model.ckpt")
+    prefix = str(tmp_path / "ours" / "model.ckpt")
+    data, index = tmp_path / "ours" / "model.ckpt.data-00000-of-00001", tmp_path / "ours" / "model.ckpt.index"
+    if damage == "truncated_data":
+        data.write_bytes(data.read_bytes()[:-100])
+    elif damage == "garbage_index":
+        index.write_bytes(b"not an sstable")
+    else:
+        data.unlink()
+    named = index if damage == "garbage_index" else data
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(AlbertModel(_config()), prefix)
+    assert str(named) in str(err.value) and "\n" not in str(err.value)

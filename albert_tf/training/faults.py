@@ -1,0 +1,99 @@
+"""Faults a training run reports as one line instead of a traceback: a full disk while
+saving a checkpoint, and a lost worker of a multi-worker job."""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+from typing import Callable, Iterator
+
+import tensorflow as tf
+
+from albert_tf.errors import RunError
+from albert_tf.fileio import is_remote
+
+# What a collective raises on the survivors when a peer dies (connection reset or refused,
+# the coordination service's heartbeat timeout, or the collective being aborted).
+LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError,
+                    tf.errors.DeadlineExceededError, tf.errors.InternalError, tf.errors.UnknownError)
+# Internal/Unknown errors count only when they speak of a peer (they are also what bugs raise).
+_PEER_WORDS = re.compile(r"/task:\d|socket|connect|peer|collective|heartbeat", re.IGNORECASE)
+
+
+class WorkerLostError(RunError):
+    """Another worker of a multi-worker job stopped answering."""
+
+
+class DiskFullError(RunError):
+    """A checkpoint could not be written: no space left on the device."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return True
+    message = getattr(err, "message", None) or str(err)
+    return isinstance(err, (tf.errors.OpError, OSError)) and "No space left on device" in message
+
+
+def free_bytes(path: str) -> int | None:
+    """Free space on the device holding ``path`` (None for remote storage)."""
+    if is_remote(path):
+        return None
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def disk_full_error(path: str, needed_bytes: int, previous: str | None) -> DiskFullError:
+    free = free_bytes(os.path.dirname(path) or ".")
+    have = "" if free is None else f", {_mib(free)} free"
+    kept = f"{previous} is intact and a rerun resumes from it" if previous else "no earlier checkpoint"
+    return DiskFullError(f"no space left on the device writing checkpoint {path}: it needs about "
+                         f"{_mib(needed_bytes)} free{have}; {kept}")
+
+
+def size_of(*objects) -> int:
+    """Bytes of the variables of ``objects`` (a model, an optimizer): about one checkpoint's size."""
+    variables = {id(v): v for obj in objects for v in obj.variables}.values()
+    return sum(v.shape.num_elements() * v.dtype.size for v in variables)
+
+
+def _mib(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB"
+
+
+def is_lost_peer(err: BaseException) -> bool:
+    if isinstance(err, (tf.errors.InternalError, tf.errors.UnknownError)):
+        return bool(_PEER_WORDS.search(getattr(err, "message", None) or str(err)))
+    return isinstance(err, LOST_PEER_ERRORS)
+
+
+def lost_task(err: BaseException, own_index: int) -> str:
+    """The task an error names, other than this one (``/job:worker/replica:0/task:1``), or 'another worker'."""
+    message = getattr(err, "message", None) or str(err)
+    for job, task in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", message):
+        if not (job in ("worker", "chief") and int(task) == own_index):
+            return f"/job:{job}/task:{task}"
+    return "another worker"
+
+
+def worker_lost_error(err: BaseException, own_index: int, step: int, resume_from: str | None) -> WorkerLostError:
+    where = resume_from or "step 0 (no checkpoint yet)"
+    return WorkerLostError(
+        f"lost {lost_task(err, own_index)} of the multi-worker job at step {step} "
+        f"({type(err).__name__}); this worker stops. Rerun every worker with the same flags: they "
+        f"resume from {where}")
+
+
+@contextlib.contextmanager
+def reporting_lost_workers(worker, step: Callable[[], int], resume_from: Callable[[], str | None]) -> Iterator[None]:
+    """Turns a collective's failure on a surviving worker into ``WorkerLostError`` (one worker: unchanged)."""
+    try:
+        yield
+    except LOST_PEER_ERRORS as e:
+        if worker.num_workers <= 1 or not is_lost_peer(e):
+            raise
+        raise worker_lost_error(e, worker.worker_index, step(), resume_from()) from e

@@ -1,0 +1,78 @@
+"""What the training loop reports: per-interval means of the loss, gradient norm and metrics,
+the learning rate, throughput and ETA, on the console and as TensorBoard scalars."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Mapping
+
+from absl import logging
+
+from albert_tf.training.summaries import LazySummaryWriter, format_duration, write_scalar_summary
+
+
+@dataclasses.dataclass
+class Interval:
+    """Sums over the steps since the last report (one ``train_steps`` call adds its sums)."""
+
+    start_step: int
+    start_time: float
+    steps: int = 0
+    loss: float = 0.0
+    grad_norm: float = 0.0
+    metrics: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # name -> [num, den]
+
+    @classmethod
+    def starting(cls, step: int, metric_names) -> "Interval":
+        return cls(start_step=step, start_time=time.time(), metrics={name: [0.0, 0.0] for name in metric_names})
+
+    def add(self, out: Mapping[str, Any]) -> None:
+        """Adds the sums a ``train_steps`` call returned."""
+        self.steps += int(out["steps"])
+        self.loss += float(out["loss_sum"])
+        self.grad_norm += float(out["grad_norm_sum"])
+        for name, (num, den) in out["metrics"].items():
+            self.metrics[name][0] += float(num)
+            self.metrics[name][1] += float(den)
+
+    def exclude(self, seconds: float) -> None:
+        """Leaves time spent outside training (save hooks) out of examples/s."""
+        self.start_time += seconds
+
+
+class Reporter:
+    """Writes one line and the scalars per interval; ``learning_rate(update)`` gives the rate of
+    a 0-based update (``optimizers.learning_rate_at``)."""
+
+    def __init__(self, num_train_steps: int, train_batch_size: int, learning_rate: Callable[[int], float],
+                 writer: LazySummaryWriter):
+        self.num_train_steps = num_train_steps
+        self.train_batch_size = train_batch_size
+        self.learning_rate = learning_rate
+        self.writer = writer
+
+    def log(self, interval: Interval, step: int) -> dict[str, float]:
+        steps = max(interval.steps, 1)
+        elapsed = max(time.time() - interval.start_time, 1e-9)
+        seconds_per_step = elapsed / steps
+        logs = {
+            "loss": interval.loss / steps,
+            "learning_rate": self.learning_rate(max(step - 1, 0)),  # the rate of the last update
+            "gradient_norm": interval.grad_norm / steps,
+            "examples_per_second": self.train_batch_size / seconds_per_step,
+            "steps_per_second": 1.0 / seconds_per_step,
+        }
+        for name, (num, den) in interval.metrics.items():
+            logs[name] = num / den if den else float("nan")
+        eta = (self.num_train_steps - step) * seconds_per_step
+        extra = "".join(f", {name} = {logs[name]:.4f}" for name in interval.metrics)
+        logging.info("step %d/%d: loss = %.4f, lr = %.3e, examples/s = %.1f, ETA %s%s",
+                     step, self.num_train_steps, logs["loss"], logs["learning_rate"],
+                     logs["examples_per_second"], format_duration(eta), extra)
+        with self.writer.as_default(step=step):
+            for name, value in logs.items():
+                write_scalar_summary(name, value)
+        return logs
+
+    def flush(self) -> None:
+        self.writer.flush()

@@ -1,0 +1,144 @@
+"""One writer per ``--output_dir``: a training run holds a lock file there while it trains.
+
+The file (``run.lock``, or ``run.lock-worker-<i>`` for each task of a multi-worker job, so
+that the workers of one job do not exclude each other) holds the holder's host, pid,
+process start time and start date.  A second run into the folder stops with one line
+naming the holder.  A lock whose holder is provably gone (same host, and no process with
+that pid and start time) is taken over with a warning; any other lock only with
+``--take_over_run_lock`` (for a holder on another host that is known to be dead).
+
+Local folders are locked with an exclusive create (atomic); remote ones (``gs://``) by
+writing the file after checking that there is none, which narrows but cannot close the
+window of two runs starting at the same instant.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.errors import RunError
+from albert_tf.fileio import atomic_write_text, is_remote, read_text
+
+LOCK_FILENAME = "run.lock"
+
+
+class RunLockedError(RunError):
+    """Another run holds ``--output_dir``."""
+
+
+def lock_path(output_dir: str, num_workers: int = 1, worker_index: int = 0) -> str:
+    name = LOCK_FILENAME if num_workers <= 1 else f"{LOCK_FILENAME}-worker-{worker_index}"
+    return os.path.join(output_dir, name)
+
+
+def _process_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _process_alive(pid: int, start_ticks: int | None) -> bool:
+    """Whether process ``pid`` of this host is the one that wrote the lock (a reused pid is not)."""
+    if os.path.isdir("/proc"):
+        ticks = _process_start_ticks(pid)
+        return ticks is not None and (start_ticks is None or ticks == start_ticks)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """``acquire()`` / ``release()`` of one lock file; ``take_over``: break any existing lock."""
+
+    def __init__(self, path: str, take_over: bool = False):
+        self.path = path
+        self.take_over = take_over
+        self.held = False
+        pid = os.getpid()
+        self.record = {"host": socket.gethostname(), "pid": pid, "start_ticks": _process_start_ticks(pid),
+                       "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+    def _create(self) -> bool:
+        """Writes the lock file unless one exists; whether it did."""
+        text = json.dumps(self.record) + "\n"
+        if is_remote(self.path):
+            if tf.io.gfile.exists(self.path):
+                return False
+            atomic_write_text(self.path, text)
+            return True
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return True
+
+    def _holder(self) -> dict | None:
+        text = read_text(self.path)
+        if text is None:
+            return None
+        try:
+            holder = json.loads(text)
+            return holder if isinstance(holder, dict) else {}
+        except ValueError:
+            return {}  # half-written by a process killed while creating it
+
+    def acquire(self) -> None:
+        for _ in range(3):  # a lock removed between our attempts: try again
+            if self._create():
+                self.held = True
+                return
+            holder = self._holder()
+            if holder is None:
+                continue
+            described = describe(holder)
+            same_host = holder.get("host") == self.record["host"]
+            if same_host and holder.get("pid") == self.record["pid"]:
+                logging.warning("%s was left by this process; taking it.", self.path)
+            elif self.take_over:
+                logging.warning("Taking over the run lock %s held by %s (--take_over_run_lock).", self.path, described)
+            elif same_host and isinstance(holder.get("pid"), int) and not _process_alive(
+                    holder["pid"], holder.get("start_ticks")):
+                logging.warning("Taking over the run lock %s: its holder (%s) is no longer running.",
+                                self.path, described)
+            elif not holder:
+                raise RunLockedError(f"{self.path} exists but names no holder: if no run is using this "
+                                     f"--output_dir, delete it or pass --take_over_run_lock")
+            else:
+                raise RunLockedError(
+                    f"--output_dir is in use by another run ({described}; lock {self.path}); wait for it to "
+                    f"end, or if it is dead on another host, rerun with --take_over_run_lock")
+            tf.io.gfile.remove(self.path)
+        raise RunLockedError(f"could not take the run lock {self.path}: another run keeps creating it")
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            holder = self._holder()
+            if holder and holder.get("pid") == self.record["pid"] and holder.get("host") == self.record["host"]:
+                tf.io.gfile.remove(self.path)
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def describe(holder: dict) -> str:
+    return (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, "
+            f"started {holder.get('started', '?')}")
