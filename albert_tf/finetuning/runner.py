@@ -30,7 +30,7 @@ from albert_tf.data import batching, datasets
 from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
-from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator
+from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator, newest_intact_weights
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
@@ -67,11 +67,11 @@ class FineTuningJob:
 
 def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
     """The one rule for which weights evaluate-without-training, predict and export use:
-    model.ckpt-best in output_dir, else its latest checkpoint, else ``init_checkpoint``."""
+    model.ckpt-best in output_dir, else its newest intact checkpoint, else ``init_checkpoint``."""
     best = os.path.join(output_dir, files.BEST_BASENAME)
     if tf.io.gfile.exists(best + ".index"):
         return best
-    latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+    latest = newest_intact_weights(output_dir)
     if latest:
         return latest
     if init_checkpoint:

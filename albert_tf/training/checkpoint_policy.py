@@ -59,6 +59,38 @@ def _saved_topology(prefix: str) -> list[int]:
     return tf.train.load_variable(prefix, TOPOLOGY_KEY).tolist()
 
 
+def checkpoint_candidates(output_dir: str) -> list[str]:
+    """Every ``model.ckpt-<step>`` with an index on disk or named by the state file, newest first
+    (data shards without an index are an interrupted save, not a checkpoint)."""
+    pattern = re.compile(re.escape(files.CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
+    found = {os.path.join(output_dir, name[: -len(".index")])
+             for name in tf.io.gfile.listdir(output_dir) if pattern.match(name)}
+    try:
+        listed = files.all_checkpoints(output_dir)
+    except _STATE_FILE_ERRORS as e:
+        logging.warning("%s is unreadable (%s): looking for checkpoints on disk only.",
+                        os.path.join(output_dir, files.STATE_FILENAME), e)
+        listed = []
+    found.update(p for p in listed if files.step_of(p) is not None)
+    return sorted(found, key=lambda p: files.step_of(p), reverse=True)
+
+
+def newest_intact_weights(output_dir: str) -> str | None:
+    """The newest checkpoint of ``output_dir`` whose model weights read back completely (what predict
+    and export use; the input state does not matter to them), warning about the damaged ones skipped."""
+    if not tf.io.gfile.isdir(output_dir):
+        return None
+    damaged = []
+    for prefix in checkpoint_candidates(output_dir):
+        reason = files.checkpoint_damage(prefix)
+        if reason is None:
+            if damaged:
+                logging.warning("Skipping damaged checkpoint(s): %s. Using %s.", "; ".join(damaged), prefix)
+            return prefix
+        damaged.append(reason)
+    return None
+
+
 class CheckpointPolicy:
     """Saves, prunes and finds the checkpoints of one run in ``output_dir``.
 
@@ -105,19 +137,8 @@ class CheckpointPolicy:
                 f"(e.g. GCS or NFS)")
 
     def candidates(self) -> list[str]:
-        """Every ``model.ckpt-<step>`` with an index on disk or named by the state file, newest first
-        (data shards without an index are an interrupted save, not a checkpoint)."""
-        pattern = re.compile(re.escape(files.CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
-        found = {os.path.join(self.output_dir, name[: -len(".index")])
-                 for name in tf.io.gfile.listdir(self.output_dir) if pattern.match(name)}
-        try:
-            listed = files.all_checkpoints(self.output_dir)
-        except _STATE_FILE_ERRORS as e:
-            logging.warning("%s is unreadable (%s): looking for checkpoints on disk only.",
-                            os.path.join(self.output_dir, files.STATE_FILENAME), e)
-            listed = []
-        found.update(p for p in listed if files.step_of(p) is not None)
-        return sorted(found, key=lambda p: files.step_of(p), reverse=True)
+        """``checkpoint_candidates`` of this run's output_dir."""
+        return checkpoint_candidates(self.output_dir)
 
     def damage(self, prefix: str) -> str | None:
         """Why ``prefix`` cannot be resumed from (naming the file), None if it can: its model
