@@ -85,6 +85,26 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+@contextlib.contextmanager
+def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
+    """(temporary folder, ``<base>/<unix time>``) as an exported SavedModel's versions are named: write
+    into the first; on success it is renamed to the second, on any error removed."""
+    import shutil
+    import time
+
+    os.makedirs(base, exist_ok=True)
+    version = int(time.time())
+    while os.path.exists(os.path.join(base, str(version))):
+        version += 1
+    final = os.path.join(base, str(version))
+    tmp = os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}")
+    try:
+        yield tmp, final
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def absolute(path: str | os.PathLike) -> str:
     """A local path made absolute; a remote one (``gs://...``) as it is."""
     path = os.fspath(path)

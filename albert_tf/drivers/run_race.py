@@ -54,8 +54,6 @@ REQUIRED = ("data_dir", "spm_model_file", "albert_config_file", "output_dir")
 
 def task_and_job_from_flags():
     """The RACE task and the run's job, from the flags (checked)."""
-    import os
-
     from albert_tf.fileio import is_dir
     from albert_tf.race.data import levels_to_read
     from albert_tf.race.features import check_lengths

@@ -125,7 +125,6 @@ REQUIRED = ("albert_config_file", "output_dir")
 def task_and_job_from_flags():
     """The SQuAD task and the run's job, from the flags (checked)."""
     from albert_tf.config import AlbertConfig
-    from albert_tf.squad import records
     from albert_tf.squad.task import SquadSettings, SquadTask, has_gold_answers, num_train_steps
 
     f = FLAGS

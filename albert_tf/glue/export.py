@@ -26,14 +26,12 @@ registers the SentencePiece ops the text signature uses).
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import time
 
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length, trim_to_longest
-from albert_tf.glue.features import MODEL_INPUTS
+from albert_tf.fileio import new_version_folder
+from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
 from albert_tf.tokenization.packing import pack_token_ids
 
@@ -131,15 +129,6 @@ def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: in
         raise ValueError("the raw-text signature needs --spm_model_file (SentencePiece model)")
     serving = ClassifierServing(model, TFTokenizer(spm_model_file, do_lower_case), spec,
                                 max_seq_length, threshold)
-    os.makedirs(export_dir, exist_ok=True)
-    version = int(time.time())
-    while os.path.exists(os.path.join(export_dir, str(version))):
-        version += 1
-    final = os.path.join(export_dir, str(version))
-    tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-    try:
+    with new_version_folder(export_dir) as (tmp, final):
         tf.saved_model.save(serving, tmp, signatures=serving.signatures())
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return final

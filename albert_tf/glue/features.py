@@ -27,7 +27,7 @@ from typing import Protocol, Sequence
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
-from albert_tf.data.records import MODEL_INPUTS, SEQUENCE, RecordSchema, model_input_features
+from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
 from albert_tf.fileio import absolute, file_sha256, is_file
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 

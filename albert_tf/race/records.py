@@ -10,7 +10,6 @@ question is dropped.
 """
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 from albert_tf.data.feature_cache import CachedSplit, cached_records

@@ -17,13 +17,11 @@ Both are written under temporary names and renamed when complete.
 from __future__ import annotations
 
 import os
-import shutil
-import time
 
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
-from albert_tf.fileio import atomic_output
+from albert_tf.fileio import atomic_output, new_version_folder
 
 SAVED_MODEL_DIR = "saved_model"
 TFLITE_FILE = "albert_model.tflite"
@@ -61,20 +59,10 @@ def export_span_model(model, export_dir: str, max_seq_length: int) -> tuple[str,
         raise ValueError("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
                          "it is not available with --version_2_with_negative")
     serving = SpanServing(model, max_seq_length)
-    base = os.path.join(export_dir, SAVED_MODEL_DIR)
-    os.makedirs(base, exist_ok=True)
-    version = int(time.time())
-    while os.path.exists(os.path.join(base, str(version))):
-        version += 1
-    saved = os.path.join(base, str(version))
-    tmp = os.path.join(base, f".tmp-{version}-{os.getpid()}")
-    try:
+    with new_version_folder(os.path.join(export_dir, SAVED_MODEL_DIR)) as (tmp, saved):
         tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
         converter = tf.lite.TFLiteConverter.from_concrete_functions([serving.signature(fixed=True)], serving)
         flat = converter.convert()
-        os.replace(tmp, saved)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     tflite = os.path.join(export_dir, TFLITE_FILE)
     with atomic_output(tflite) as path, open(path, "wb") as f:
         f.write(flat)

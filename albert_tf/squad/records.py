@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import tensorflow as tf

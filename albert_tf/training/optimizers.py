@@ -156,28 +156,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 class LAMB(AdamWeightDecay):
     """LAMB: the AdamW update scaled per variable by the trust ratio ``||w|| / ||u||``."""
 
-    def __init__(
-        self,
-        learning_rate=0.001,
-        weight_decay_rate: float = 0.0,
-        beta_1: float = 0.9,
-        beta_2: float = 0.999,
-        epsilon: float = 1e-6,
-        exclude_from_weight_decay: Sequence[str] | None = None,
-        exclude_from_layer_adaptation: Sequence[str] | None = None,
-        name: str = "LAMB",
-        **kwargs,
-    ):
-        super().__init__(
-            learning_rate=learning_rate,
-            weight_decay_rate=weight_decay_rate,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            epsilon=epsilon,
-            exclude_from_weight_decay=exclude_from_weight_decay,
-            name=name,
-            **kwargs,
-        )
+    def __init__(self, *args, exclude_from_layer_adaptation: Sequence[str] | None = None, name: str = "LAMB",
+                 **kwargs):
+        """AdamWeightDecay's arguments, and the variables whose update is not scaled by the trust ratio."""
+        super().__init__(*args, name=name, **kwargs)
         # As the original: an empty/None list falls back to the weight-decay exclusions.
         self.exclude_from_layer_adaptation = list(
             exclude_from_layer_adaptation or self.exclude_from_weight_decay

@@ -8,7 +8,7 @@ import tensorflow as tf
 from albert_tf.data import datasets
 from albert_tf.data.feature_cache import cached_records
 from albert_tf.data.input_pipeline import TrainInputContext
-from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
+from albert_tf.data.records import RecordSchema, model_input_features
 
 SEQ = 32
 SCHEMA = RecordSchema("lengths_test", 1, (*model_input_features(), ("label_ids", "int64", None)))

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue import export, features, heads
 from albert_tf.glue.processors import InputExample, get_task_spec
 from albert_tf.tokenization.packing import pack_token_ids
@@ -60,7 +61,7 @@ def _tokenizer(shared):
 
 def _keras_outputs(model, spec, tok, examples):
     feats = [features.convert_example(e, spec, SEQ, tok) for e in examples]
-    inputs = {k: tf.constant([getattr(f, k) for f in feats], tf.int32) for k in features.MODEL_INPUTS}
+    inputs = {k: tf.constant([getattr(f, k) for f in feats], tf.int32) for k in MODEL_INPUTS}
     serialized = [features.to_tf_example(f, spec.is_regression).SerializeToString() for f in feats]
     return model(inputs, training=False)["probabilities"].numpy(), serialized
 

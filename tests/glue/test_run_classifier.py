@@ -1,6 +1,5 @@
 """run_classifier.py end to end in a subprocess (train, eval every checkpoint, predict, export);
 the SavedModel is then reloaded here, in another process than the one that wrote it."""
-import json
 import os
 import pathlib
 import subprocess
