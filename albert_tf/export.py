@@ -27,6 +27,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
+from albert_tf.fileio import is_remote
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -136,6 +137,14 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     config_file = os.path.join(config_dir, CONFIG_ASSET)  # the asset keeps the file's name
     pretrainer.config.to_json_file(config_file)
     module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length, config_file)
+    if is_remote(export_path):  # no folder rename on remote storage: written in place
+        try:
+            if tf.io.gfile.exists(export_path):
+                tf.io.gfile.rmtree(export_path)
+            tf.saved_model.save(module, export_path, signatures=module.signatures())
+        finally:
+            shutil.rmtree(config_dir, ignore_errors=True)
+        return export_path
     export_path = os.path.abspath(export_path)
     tmp, old = export_path + ".tmp-export", export_path + ".old-export"
     try:

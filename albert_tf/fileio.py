@@ -87,22 +87,30 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
 
 @contextlib.contextmanager
 def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
-    """(temporary folder, ``<base>/<unix time>``) as an exported SavedModel's versions are named: write
-    into the first; on success it is renamed to the second, on any error removed."""
-    import shutil
+    """(folder to write, ``<base>/<unix time>``) as an exported SavedModel's versions are named: on success
+    the first becomes the second, on any error it is removed. Locally the first is a temporary folder renamed
+    at the end; on remote storage (no folder rename there) both are the final folder."""
     import time
 
-    os.makedirs(base, exist_ok=True)
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(base)
     version = int(time.time())
-    while os.path.exists(os.path.join(base, str(version))):
+    while tf.io.gfile.exists(os.path.join(base, str(version))):
         version += 1
     final = os.path.join(base, str(version))
-    tmp = os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}")
+    tmp = final if is_remote(base) else os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}")
     try:
         yield tmp, final
-        os.replace(tmp, final)
+        if tmp != final:
+            os.replace(tmp, final)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp != final and os.path.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
 
 
 def absolute(path: str | os.PathLike) -> str:

@@ -1,5 +1,6 @@
 """SavedModel export pieces: in-graph packing = Python features, the single-sentence signature,
 the threshold rule. (Export → reload in another process: test_run_classifier.py.)"""
+import os
 import random
 
 import numpy as np
@@ -84,3 +85,23 @@ def test_threshold_only_for_binary_tasks():
     model = heads.GlueClassifier(AlbertConfig(**TINY), 3)
     with pytest.raises(ValueError, match="binary tasks only.*mnli has 3 labels"):
         export.ClassifierServing(model, None, get_task_spec("mnli"), 16, threshold=0.5)
+
+
+def test_export_to_remote_storage_writes_one_version_folder():
+    """gs:// export folders (TensorFlow's ram:// filesystem stands in for a bucket): written in place,
+    loadable, and a second export is a new version beside the first."""
+    import uuid
+
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+    model = heads.build_classifier(config, "mrpc")
+    spm = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "spm", "30k-clean.model")
+    base = f"ram://exports-{uuid.uuid4().hex}/mrpc"
+    first = export.export_classifier(model, get_task_spec("mrpc"), base, 16, spm)
+    second = export.export_classifier(model, get_task_spec("mrpc"), base, 16, spm)
+    assert sorted(tf.io.gfile.listdir(base)) == sorted(p.rsplit("/", 1)[1] for p in (first, second))
+    served = tf.saved_model.load(second).signatures["serving_text"](text_a=tf.constant(["a b"]),
+                                                                    text_b=tf.constant(["c"]))
+    assert served["probabilities"].shape == (1, 2)
