@@ -184,15 +184,15 @@ def test_second_run_refused_and_kills_inside_saves_resume_exactly(toy_process, t
 def test_lost_worker(toy_process, tmp_path, reference_plain, same_weights, ports):
     """Two workers; worker 1 dies while publishing its input position of checkpoint 4 (a multi-worker
     save), then, rerun, is SIGKILLed after checkpoint 4: each time worker 0 exits non-zero in bounded
-    time with one line; rerunning both ends with the uninterrupted weights."""
+    time with one line; rerunning both ends with the uninterrupted two-worker run's weights."""
     out = tmp_path / "run"
     common = ["--dropout=0", "--num_train_steps=6", "--save_checkpoints_steps=2",
               "--distribution_strategy=multi_worker_mirrored"]
 
-    def job(name, worker1_flags=(), dump=None):
+    def job(name, worker1_flags=(), dump=None, output_dir=out):
         addresses = [f"127.0.0.1:{ports()}", f"127.0.0.1:{ports()}"]
         extra = [f"--dump={dump}"] if dump else []
-        return [toy_process(out, *common, *extra, *(worker1_flags if index else ()),
+        return [toy_process(output_dir, *common, *extra, *(worker1_flags if index else ()),
                             env={"TF_CONFIG": make_tf_config(addresses, index)}, name=f"{name}{index}")
                 for index in range(2)]
 
@@ -225,7 +225,12 @@ def test_lost_worker(toy_process, tmp_path, reference_plain, same_weights, ports
     assert f"Resumed from {out / 'model.ckpt-4'} at step 4" in chief.log()
     final = dict(np.load(tmp_path / "final.npz"))
     assert int(final.pop("__global_step__")) == 6
-    same_weights(final, reference_plain["weights"], atol=1e-5)
+    uninterrupted = job("uninterrupted", dump=tmp_path / "uninterrupted.npz", output_dir=tmp_path / "whole")
+    assert all(w.wait(timeout=240) == 0 for w in uninterrupted), "".join(w.log() for w in uninterrupted)
+    reference = dict(np.load(tmp_path / "uninterrupted.npz"))
+    reference.pop("__global_step__")
+    same_weights(final, reference, atol=1e-5)
+    same_weights(final, reference_plain["weights"], atol=1e-5)  # and one-device semantics
 
 
 def test_which_errors_mean_a_worker_is_gone():
