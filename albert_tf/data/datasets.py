@@ -44,6 +44,13 @@ class LengthPolicy:
     static: bool = False
     buckets: tuple[int, ...] | None = None
 
+    def describe(self) -> str:
+        if self.pad_to_max:
+            return "every row padded to max_seq_length (--pad_to_max_length)"
+        if self.static:
+            return f"static buckets {', '.join(map(str, self.buckets)) if self.buckets else '32 doubled up to max_seq_length'}"
+        return f"each batch at its longest row rounded up to {self.multiple}"
+
     def apply(self, dataset: tf.data.Dataset, cached: CachedSplit) -> tf.data.Dataset:
         if self.pad_to_max:
             return dataset

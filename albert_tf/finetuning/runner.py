@@ -202,6 +202,7 @@ class _Runner:
         tf.io.gfile.makedirs(job.output_dir)
         if worker_info(self.strategy).is_chief:
             task.prepare(job.output_dir)
+            logging.info("Batch lengths: %s", self.lengths.describe())
         produced: dict[str, Any] = {}
         model = self.train() if job.do_train else None
         if not worker_info(self.strategy).is_chief:
