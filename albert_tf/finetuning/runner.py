@@ -196,7 +196,10 @@ class _Runner:
     def run(self) -> dict[str, Any]:
         job, task = self.job, self.task
         if not (job.do_train or job.do_eval or job.do_predict or job.export_dir):
-            raise ValueError("at least one of --do_train, --do_eval, --do_predict or --export_dir is needed")
+            stages = ["--do_train", "--do_eval", "--do_predict"]
+            if type(task).export is not FineTuningTask.export:
+                stages.append("--export_dir")
+            raise ValueError(f"at least one of {', '.join(stages[:-1])} or {stages[-1]} is needed")
         task.check_splits([s for s, wanted in zip(("train", "dev", "test"), (job.do_train, job.do_eval,
                                                                             job.do_predict)) if wanted])
         tf.io.gfile.makedirs(job.output_dir)
