@@ -118,7 +118,8 @@ def run_ours(args, rows, batches, tmp) -> dict:
     from albert_tf import AlbertConfig
     from albert_tf.data.batching import trim_to_longest
     from albert_tf.glue.heads import GlueClassifier
-    from albert_tf.glue.runner import make_loss_fn
+    from albert_tf.glue.processors import get_processor
+    from albert_tf.glue.task import GlueTask
     from albert_tf.modeling.encoder import AlbertModel
     from albert_tf.training import Task, TrainConfig, Trainer, create_optimizer, set_mixed_precision
     from pretraining_step import train_more
@@ -134,7 +135,9 @@ def run_ours(args, rows, batches, tmp) -> dict:
             ds = ds.map(lambda batch: trim_to_longest(batch, multiple=args.multiple))
         return ds.repeat().prefetch(2)
 
-    task = Task(build_model=lambda: GlueClassifier(AlbertModel(config), 2), loss_fn=make_loss_fn(False),
+    glue = GlueTask(processor=get_processor("cola"), data_dir="", features_dir="", tokenizer=None, tokenizer_id="",
+                    max_seq_length=args.max_seq_length)  # its loss: what run_classifier.py trains with
+    task = Task(build_model=lambda: GlueClassifier(AlbertModel(config), 2), loss_fn=glue.loss,
                 train_dataset_fn=dataset_fn)
     train_config = TrainConfig(
         output_dir=os.path.join(tmp, "out"), num_train_steps=1, train_batch_size=args.batch_size, steps_per_loop=1,

@@ -6,7 +6,7 @@ Pretraining: creates records from Botchan (`../shared/data/corpus/botchan.txt`, 
 with the 30k-clean SentencePiece model and prints the share of positions that are padding (input_mask 0).
 Fine-tuning: tokenizes the first --rows training rows of each GLUE task in `../shared/data/glue` as run_classifier
 does, and prints the mean row length, the padded share of batches padded to --seq (the original), and of the same
-random batches cut to their longest row rounded up to 8 (this project's default).
+random batches cut to their longest row (rounded up to --multiple, this project's default 1).
 """
 from __future__ import annotations
 
@@ -68,19 +68,20 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--multiple", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         share, instances, short = pretraining_padded_share(args.seq, tmp)
     print(f"pretraining records (Botchan, max_seq_length {args.seq}, {instances} instances, {short} shorter than "
           f"{args.seq}): {100 * share:.2f}% of positions are padding")
     print(f"\nGLUE training rows, batches of {args.batch}, max_seq_length {args.seq}:")
-    print("| task | rows | mean length | padded share at max | padded share per batch (x8) | work ratio |")
+    print(f"| task | rows | mean length | padded share at max | padded share per batch (x{args.multiple}) | work ratio |")
     print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for task in ("cola", "sts-b", "mrpc", "rte", "wnli"):
         lengths = np.minimum(glue_lengths(task, args.rows), args.seq)
         order = rng.permutation(len(lengths))[: len(lengths) // args.batch * args.batch].reshape(-1, args.batch)
-        per_batch = np.minimum(-(-lengths[order].max(axis=1) // 8) * 8, args.seq)
+        per_batch = np.minimum(-(-lengths[order].max(axis=1) // args.multiple) * args.multiple, args.seq)
         real = lengths[order].sum()
         at_max = 1 - real / (order.size * args.seq)
         cut = 1 - real / (per_batch.sum() * args.batch)
