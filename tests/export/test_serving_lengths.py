@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.export import HubModule
 from albert_tf.glue import export, features, heads
 from albert_tf.glue.processors import InputExample, get_task_spec
@@ -42,7 +43,7 @@ def test_classifier_text_and_examples_at_the_longest_row(spm):
     serving = export.ClassifierServing(model, TFTokenizer(spm), spec, SEQ)
     tokenizer = FullTokenizer(spm_model_file=spm, do_lower_case=True)
     feats = [features.convert_example(InputExample(str(i), t), spec, SEQ, tokenizer) for i, t in enumerate(TEXTS)]
-    padded = {k: tf.constant([getattr(f, k) for f in feats], tf.int32) for k in features.MODEL_INPUTS}
+    padded = {k: tf.constant([getattr(f, k) for f in feats], tf.int32) for k in MODEL_INPUTS}
     want = model(padded, training=False)["probabilities"].numpy()
     got = serving.serve_text(tf.constant(TEXTS))["probabilities"].numpy()
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
@@ -53,12 +54,12 @@ def test_classifier_text_and_examples_at_the_longest_row(spm):
     for f in feats:
         length = sum(f.input_mask)
         example = tf.train.Example()
-        for name in features.MODEL_INPUTS:
+        for name in MODEL_INPUTS:
             example.features.feature[name].int64_list.value.extend(getattr(f, name)[:length])
         short.append(example.SerializeToString())
     np.testing.assert_allclose(serving.serve_examples(tf.constant(short))["probabilities"].numpy(), want, atol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_seq_length \\(48\\)"):
-        serving._outputs({k: tf.zeros([1, SEQ + 1], tf.int32) for k in features.MODEL_INPUTS})
+        serving._outputs({k: tf.zeros([1, SEQ + 1], tf.int32) for k in MODEL_INPUTS})
 
 
 def test_text_packing_width_is_the_longest_row(spm):
