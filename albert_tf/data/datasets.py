@@ -86,12 +86,11 @@ def train_dataset_fn(cached: CachedSplit, global_batch_size: int, seed: int, shu
     return dataset_fn
 
 
-def record_lengths(cached: CachedSplit) -> np.ndarray:
-    """Each record's length (one past its last real position), read once from the records."""
-    dataset = tf.data.TFRecordDataset(cached.record_file).batch(1024).map(
-        lambda records: cached.parse(records)["input_mask"])
-    masks = [batching.example_lengths(mask.numpy()) for mask in dataset]
-    return np.concatenate(masks) if masks else np.zeros([0], np.int64)
+def record_lengths(cached: CachedSplit, records: tf.Tensor) -> np.ndarray:
+    """Each record's length (one past its last real position), from the split's serialized ``records``."""
+    masks = tf.data.Dataset.from_tensor_slices(records).batch(1024).map(lambda batch: cached.parse(batch)["input_mask"])
+    lengths = [batching.example_lengths(mask.numpy()) for mask in masks]
+    return np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
 
 
 def _grouped_by_length(cached: CachedSplit, global_batch_size: int, per_replica: int, seed: int,
@@ -102,7 +101,7 @@ def _grouped_by_length(cached: CachedSplit, global_batch_size: int, per_replica:
     any order; the order is a pure function of (lengths, batch, seed, epoch), and a resumed run skips
     the global batches already trained on, as the shuffled stream does."""
     records = tf.constant(list(tf.data.TFRecordDataset(cached.record_file).as_numpy_iterator()), tf.string)
-    batches = batching.group_by_length_batches(record_lengths(cached), global_batch_size, seed)
+    batches = batching.group_by_length_batches(record_lengths(cached, records), global_batch_size, seed)
     to_skip = getattr(input_context, "global_batches_to_skip", 0)
     if to_skip:
         batches = batches.skip(to_skip)

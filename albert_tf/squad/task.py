@@ -53,9 +53,10 @@ def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: 
     return max(1, int(num_examples / train_batch_size * num_train_epochs))
 
 
-def has_gold_answers(predict_file: str) -> bool:
-    """True when the file can be scored: every question has answers or is marked impossible."""
-    dataset = data.load_squad(predict_file)
+def has_gold_answers(predict_file: str, dataset: dict | None = None) -> bool:
+    """True when the file can be scored: every question has answers or is marked impossible
+    (``dataset``: the file already loaded)."""
+    dataset = dataset if dataset is not None else data.load_squad(predict_file)
     return all(qa.get("answers") or qa.get("is_impossible")
                for _, _, qa in data.iter_questions(dataset, "<predict_file>"))
 
@@ -166,7 +167,7 @@ class SquadTask(FineTuningTask):
         for path in paths:
             logging.info("Wrote %s", path)
         written: dict[str, Any] = {"predictions": paths}
-        if has_gold_answers(self.predict_file):
+        if has_gold_answers(self.predict_file, self._predict_dataset):
             metrics = self._score(answers)
             for key, value in metrics.items():
                 logging.info("  %s = %s", key, value)
