@@ -12,6 +12,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from albert_tf.config import ACTIVATIONS
+from albert_tf.fused import fused
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -33,22 +34,50 @@ def gelu_backward(dy: tf.Tensor, x: tf.Tensor, cdf: tf.Tensor) -> tf.Tensor:
     return dy * (cdf + x * (cdf * (1.0 - cdf)) * slope)
 
 
+def _widened(x: tf.Tensor) -> tf.Tensor:
+    """x in float32 if it is narrower (16-bit), else as it is."""
+    return tf.cast(x, tf.float32) if x.dtype.size < 4 else x
+
+
+@fused
+def gelu_value(x: tf.Tensor) -> tf.Tensor:
+    """x · gelu_cdf(x), computed in float32 (or x's wider dtype) and rounded once to x's dtype."""
+    x32 = _widened(x)
+    return tf.cast(x32 * gelu_cdf(x32), x.dtype)
+
+
+@fused
+def gelu_grad(x: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+    """The gradient of `gelu_value` for the output gradient dy (float32 inside)."""
+    x32 = _widened(x)
+    return tf.cast(gelu_backward(tf.cast(dy, x32.dtype), x32, gelu_cdf(x32)), x.dtype)
+
+
+@fused
+def gelu_value_and_grad(x: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`gelu_value(x)` and `gelu_grad(x, dy)` in one pass: what a backward pass that
+    recomputes the GELU output needs."""
+    x32 = _widened(x)
+    cdf = gelu_cdf(x32)
+    return tf.cast(x32 * cdf, x.dtype), tf.cast(gelu_backward(tf.cast(dy, x32.dtype), x32, cdf), x.dtype)
+
+
 @tf.custom_gradient
 def gelu(x: tf.Tensor) -> tf.Tensor:
     """GELU, tanh approximation: what the original means by "gelu".
 
-    Computed in the input's dtype (bf16 under a mixed policy).  The gradient is written
-    out: TensorFlow's derived one keeps about six [tokens, intermediate] tensors per layer
-    alive until the backward pass (the largest activations of the step); this one keeps
-    the input and the cdf and takes nine elementwise ops.  (A transformer block's FFN
-    runs `albert_tf.modeling.recompute.gelu_dense` instead, which keeps only the input.)
+    Computed in float32 whatever the input's dtype, and rounded once (as Hugging Face's and
+    oneDNN's fused GELU do under bf16).  The forward pass is plain TensorFlow ops, so models
+    exported with it need no XLA; the gradient is written out, recomputes the cdf (only the
+    input is kept for the backward pass) and runs compiled (`gelu_grad`).  A transformer
+    block's FFN runs `albert_tf.modeling.recompute.gelu_dense` in training instead.
     """
-    cdf = gelu_cdf(x)
+    wide = _widened(x)
 
     def backward(dy):
-        return gelu_backward(dy, x, cdf)
+        return gelu_grad(x, dy)
 
-    return x * cdf, backward
+    return tf.cast(wide * gelu_cdf(wide), x.dtype), backward
 
 
 def gelu_forward_only(x: tf.Tensor) -> tf.Tensor:

@@ -10,21 +10,23 @@ are cheap to recompute:
   attention's float32 probabilities (softmax gradient) and also their 16-bit cast
   (gradient of the values).  The cast is recomputed: 3 MB per layer less.
 - ``gelu_dense``: GELU between the FFN's two matmuls.  Kept by the plain layers: the
-  GELU derivative and the GELU output (for the second matmul's kernel gradient), two
+  GELU input (for its gradient) and output (for the second matmul's kernel gradient), two
   [B, S, intermediate] tensors; kept here: only the GELU input, and the backward pass
-  recomputes the cdf (about the cost of one GELU per layer).  6 MB per layer less.
+  recomputes the output with the GELU's gradient, in one compiled loop
+  (`albert_tf.fused`: about the cost of one GELU per layer).  6 MB per layer less.
 
-Recomputations run after the incoming gradient (a control dependency): otherwise
-TensorFlow's executor runs every op whose inputs are ready at once, computing them in
-the forward pass and holding the results, and grappler's common-subexpression pass
-merges them with the forward ops.  The forward pass is the same ops as the plain
-layers; the gradients are TensorFlow's for MatMul, BiasAdd and Cast, and our GELU's.
+Recomputations run after the incoming gradient (a control dependency, or an input that
+depends on it): otherwise TensorFlow's executor runs every op whose inputs are ready at
+once, computing them in the forward pass and holding the results, and grappler's
+common-subexpression pass merges them with the forward ops.  The forward pass is the
+plain layers' arithmetic; the gradients are TensorFlow's for MatMul, BiasAdd and Cast,
+and our GELU's.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.modeling.activations import gelu_backward, gelu_cdf
+from albert_tf.modeling.activations import gelu_value, gelu_value_and_grad
 
 
 def probs_times_values(probs: tf.Tensor, value: tf.Tensor) -> tf.Tensor:
@@ -60,21 +62,21 @@ def gelu_dense(pre: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None) -> tf.
     def forward(*args):
         pre, kernel = args[0], args[1]
         width, units = tf.shape(pre)[-1], tf.shape(kernel)[-1]
-        outputs = tf.matmul(tf.reshape(pre * gelu_cdf(pre), [-1, width]), kernel)
+        outputs = tf.matmul(tf.reshape(gelu_value(pre), [-1, width]), kernel)
         if len(args) == 3:  # on the 2-D product: grappler fuses MatMul + BiasAdd
             outputs = tf.nn.bias_add(outputs, args[2])
         outputs = tf.reshape(outputs, tf.concat([tf.shape(pre)[:-1], [units]], 0))
 
         def backward(d_outputs):
-            with tf.control_dependencies([d_outputs]):
-                cdf = gelu_cdf(pre)
-                hidden = tf.reshape(pre * cdf, [-1, width])
-                d_flat = tf.reshape(d_outputs, [-1, units])
-                d_kernel = tf.matmul(hidden, d_flat, transpose_a=True)
-                d_hidden = tf.reshape(tf.matmul(d_flat, kernel, transpose_b=True), tf.shape(pre))
-                grads = [gelu_backward(d_hidden, pre, cdf), d_kernel]
-                if len(args) == 3:
-                    grads.append(tf.raw_ops.BiasAddGrad(out_backprop=d_outputs))
+            # The GELU output is recomputed with its gradient, in one pass over `pre`, once the
+            # incoming gradient is there (it needs d_hidden, which needs d_outputs).
+            d_flat = tf.reshape(d_outputs, [-1, units])
+            d_hidden = tf.reshape(tf.matmul(d_flat, kernel, transpose_b=True), tf.shape(pre))
+            hidden, d_pre = gelu_value_and_grad(pre, d_hidden)
+            d_kernel = tf.matmul(tf.reshape(hidden, [-1, width]), d_flat, transpose_a=True)
+            grads = [d_pre, d_kernel]
+            if len(args) == 3:
+                grads.append(tf.raw_ops.BiasAddGrad(out_backprop=d_outputs))
             return grads
 
         return outputs, backward

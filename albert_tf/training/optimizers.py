@@ -28,6 +28,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from albert_tf.fused import fused
 from albert_tf.keras import keras
 from albert_tf.training.schedule import AlbertLearningRateSchedule
 
@@ -46,6 +47,29 @@ def variable_name(variable: tf.Variable) -> str:
 
 def _matches_any(name: str, patterns: Sequence[str] | None) -> bool:
     return any(re.search(p, name) is not None for p in (patterns or ()))
+
+
+def _update(gradient, variable, m, v, lr, beta_1: float, beta_2: float, epsilon: float, decay: float,
+            adapt: bool):
+    """One variable's new (value, m, v): the module docstring's arithmetic, op by op."""
+    next_m = beta_1 * m + (1.0 - beta_1) * gradient
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(gradient)
+    update = next_m / (tf.sqrt(next_v) + epsilon)
+    if decay:
+        update += decay * variable
+    if adapt:
+        w_norm = tf.norm(variable, ord=2)
+        u_norm = tf.norm(update, ord=2)
+        ratio = tf.where(w_norm > 0, tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
+        update_with_lr = ratio * lr * update
+    else:
+        update_with_lr = lr * update
+    return variable - update_with_lr, next_m, next_v
+
+
+# One pass over the variable and its slots (`albert_tf.fused`); the hyperparameters are Python
+# values: one traced function per combination in use.
+_fused_update = fused(_update)
 
 
 class AdamWeightDecay(keras.optimizers.Optimizer):
@@ -112,22 +136,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         index = self._index_dict[self._var_key(variable)]
         m, v = self._adam_m[index], self._adam_v[index]
         dtype = variable.dtype
-        gradient = tf.cast(gradient, dtype)
-        lr = tf.cast(self.learning_rate, dtype)
-
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self._use_decay[index]:
-            update += self.weight_decay_rate * variable
-        if self._use_adaptation[index]:
-            w_norm = tf.norm(variable, ord=2)
-            u_norm = tf.norm(update, ord=2)
-            ratio = tf.where(w_norm > 0, tf.where(u_norm > 0, w_norm / u_norm, 1.0), 1.0)
-            update_with_lr = ratio * lr * update
-        else:
-            update_with_lr = lr * update
-        variable.assign_sub(update_with_lr)
+        new_variable, next_m, next_v = _fused_update(
+            tf.cast(gradient, dtype), tf.convert_to_tensor(variable), tf.convert_to_tensor(m),
+            tf.convert_to_tensor(v), tf.cast(self.learning_rate, dtype),
+            self.beta_1, self.beta_2, self.epsilon,
+            self.weight_decay_rate if self._use_decay[index] else 0.0, self._use_adaptation[index])
+        variable.assign(new_variable)
         m.assign(next_m)
         v.assign(next_v)
 

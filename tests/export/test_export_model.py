@@ -134,6 +134,40 @@ def test_export_is_a_fine_tuning_start(exported):
             assert np.array_equal(variable.numpy(), want[name].numpy()), name
 
 
+def _called_functions(nodes) -> set:
+    """Names of the functions that `nodes` call (through any function-valued attribute)."""
+    names = set()
+    for node in nodes:
+        for value in node.attr.values():
+            names.update([value.func.name] if value.func.name else [])
+            names.update(f.name for f in value.list.func)
+    return names
+
+
+def test_export_serves_without_xla(exported):
+    """Training compiles a few elementwise steps with XLA (`albert_tf.fused`); what an export
+    runs must not: TensorFlow Serving runs XLA-compiled functions only when started with XLA on.
+    (The saved custom gradients, which only training on the SavedModel would run, may.)"""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    folder, _, _ = exported
+    saved = saved_model_pb2.SavedModel()
+    with open(folder / "saved" / "saved_model.pb", "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    functions = {function.signature.name: function for function in graph.library.function}
+    reachable, frontier = set(), _called_functions(graph.node)
+    while frontier:
+        reachable |= frontier
+        frontier = _called_functions(node for name in frontier if name in functions
+                                     for node in functions[name].node_def) - reachable
+    assert any("serving" in name or "signature" in name for name in reachable), sorted(reachable)[:20]
+    compiled = [name for name in reachable if name in functions and functions[name].attr["_XlaMustCompile"].b]
+    compiled += [node.name for name in reachable if name in functions for node in functions[name].node_def
+                 if node.attr["_XlaMustCompile"].b]
+    assert not compiled, compiled
+
+
 def test_export_refuses_wrong_tokenizer(exported, tmp_path, shared):
     folder, _, _ = exported
     small = str(shared("data", "spm", "sentencepiece_test_model.model"))

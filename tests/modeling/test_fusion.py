@@ -36,6 +36,10 @@ PROGRAM = textwrap.dedent("""
         types = {meta.name.rsplit(":", 1)[1] for plane in space.planes
                  for meta in plane.event_metadata.values() if ":" in meta.name and "/" in meta.name}
         result[str(training)] = sorted(types)
+        # XLA-compiled functions run as modules named after the function ("..._inference_<name>_<id>...").
+        result["compiled " + str(training)] = sorted({meta.name for plane in space.planes
+                                                      for meta in plane.event_metadata.values()
+                                                      if "inference_" in meta.name and ":" not in meta.name})
     print(json.dumps(result))
 """)
 
@@ -48,8 +52,12 @@ def executed_op_types():
     return {k: set(v) for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
 
 
+def _ran_compiled(names, function: str) -> bool:
+    return any(f"inference_{function}_" in name for name in names)
+
+
 def test_dense_layers_run_as_fused_matmuls(executed_op_types):
-    for training, types in executed_op_types.items():
+    for training, types in ((k, executed_op_types[k]) for k in ("False", "True")):
         assert any("FusedMatMul" in t for t in types), (training, types)
         assert "BiasAdd" not in types, (training, types)
 
@@ -62,11 +70,17 @@ UNFUSED_DENSE = ("MatMul", "_MklMatMul")
 def test_no_dense_matmul_runs_unfused(executed_op_types):
     """Every dense layer (Q/K/V, attention output, FFN, embedding mapping, pooler) is a fused matmul:
     a bias added after a reshape would leave a plain matmul and an Add."""
-    for training, types in executed_op_types.items():
+    for training, types in ((k, executed_op_types[k]) for k in ("False", "True")):
         assert not types & set(UNFUSED_DENSE), (training, sorted(types))
 
 
 def test_gelu_fused_into_the_matmul_outside_training(executed_op_types):
     assert "Tanh" not in executed_op_types["False"], executed_op_types["False"]
-    # In training the GELU input is kept for the backward pass, so it runs on its own.
-    assert "Tanh" in executed_op_types["True"], executed_op_types["True"]
+    assert not _ran_compiled(executed_op_types["compiled False"], "gelu_value")
+
+
+def test_gelu_runs_as_one_compiled_kernel_in_training(executed_op_types):
+    """In training the GELU input is kept for the backward pass, so the GELU cannot join the
+    matmul: it runs as one XLA-compiled loop (`activations.fused`), not as separate ops."""
+    assert "Tanh" not in executed_op_types["True"], executed_op_types["True"]
+    assert _ran_compiled(executed_op_types["compiled True"], "gelu_value"), executed_op_types["compiled True"]
