@@ -30,6 +30,7 @@ machine may be shared: print ``uptime`` with the figures and compare only within
 
   .venv/bin/python benchmarks/finetune.py --task=cola              # CoLA's sentences
   .venv/bin/python benchmarks/finetune.py --group_by_length --steps 8
+  .venv/bin/python benchmarks/finetune.py --task=cola --precisions bf16 --profile 2   # + where ours spends it
 Peers: .venv/bin/pip install -r benchmarks/requirements.txt
 """
 from __future__ import annotations
@@ -146,7 +147,25 @@ def run_ours(args, rows, batches, tmp) -> dict:
         2e-5, 10**6, 0, "adamw"), train_config)
     train_more(trainer, args.steps)  # warm-up: the same batches (the dataset repeats them)
     seconds = train_more(trainer, args.steps)
+    if args.profile and args.mode == "trim":
+        profiled(lambda: train_more(trainer, args.profile), args.profile, "step", tmp)
     return {"policy": policy, "seconds_per_step": seconds}
+
+
+def profiled(run, count: int, unit: str, tmp: str) -> None:
+    """Per-op-type own time of `run()` (``count`` steps or requests) from TensorFlow's profiler."""
+    import tensorflow as tf
+    from profile_step import print_times, profile_op_times
+
+    logdir = os.path.join(tmp, "profile")
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    try:
+        run()
+    finally:
+        tf.profiler.experimental.stop()
+    print_times(profile_op_times(logdir), count, (time.perf_counter() - start) / count, 12, unit=unit)
+    print("  (XLA-compiled functions, albert_tf.fused, are not in these op times)", flush=True)
 
 
 def run_hf(args, rows, batches, spm) -> dict:
@@ -224,6 +243,9 @@ def run_serving(args, rows, spm, tmp) -> dict:
             run(batch)
             times.append(time.perf_counter() - start)
         result[f"ms_batch_{n}"] = 1000 * float(np.median(times))
+        if args.profile and args.impl == "ours":
+            print(f"   ours serving, batch of {n}:")
+            profiled(lambda: [run(batch) for _ in range(args.profile)], args.profile, "request", tmp)
     return result
 
 
@@ -250,7 +272,7 @@ def run_config(args, data: str, impl: str, mode: str, precision: str, batches: s
                "--precision", precision, "--batches", batches, "--data", data, "--result", result,
                *[f"--{k}={v}" for k, v in vars(args).items()
                  if k in ("batch_size", "max_seq_length", "steps", "seed", "multiple", "dropout",
-                          "serving_repeats", "spm_model_file")]]
+                          "serving_repeats", "spm_model_file", "profile")]]
     print(f"-- {impl} {mode} {precision} (load {os.getloadavg()[0]:.1f})", flush=True)
     done = subprocess.run(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     if done.returncode != 0:
@@ -279,6 +301,8 @@ def main() -> None:
     parser.add_argument("--group_by_length", action="store_true")
     parser.add_argument("--no_serving", action="store_true")
     parser.add_argument("--serving_repeats", type=int, default=10)
+    parser.add_argument("--profile", type=int, default=0,
+                        help="also print per-op-type time of N steps / requests of ours (trimmed, serving)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name in ("impl", "mode", "precision", "batches", "data", "result"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)

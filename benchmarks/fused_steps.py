@@ -1,0 +1,103 @@
+"""Time the training step's elementwise work as separate TensorFlow ops and as the
+XLA-compiled functions the model runs (`albert_tf.fused`).
+
+Two steps at a fine-tuning batch's shapes (ALBERT-base, ``--tokens`` rows = batch x length):
+- GELU forward + gradient over [tokens, 3072]: the original's tanh formula as separate ops
+  in the compute dtype (what the model ran before), against `gelu_value` +
+  `gelu_value_and_grad` (what `albert_tf.modeling.recompute.gelu_dense` runs: the backward
+  pass recomputes the output), and torch's fused GELU when torch is installed;
+- the AdamW update of one FFN kernel ([768, 3072] float32 weight, slots and gradient): the
+  module docstring's arithmetic as separate ops against `optimizers._fused_update`.
+
+Figures are the fastest of ``--repeats`` calls in ms.  Name the CPU beside them (printed).
+
+  .venv/bin/python benchmarks/fused_steps.py
+  .venv/bin/python benchmarks/fused_steps.py --tokens 4096
+"""
+from __future__ import annotations
+
+from albert_tf.startup import quiet_startup  # before TensorFlow: hides its start-up lines
+
+quiet_startup()
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pretraining_step import cpu_info, isa_note  # noqa: E402
+
+
+def fastest_ms(call, repeats: int) -> float:
+    for _ in range(3):
+        call()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=672, help="rows: batch 32 x length 21")
+    parser.add_argument("--intermediate", type=int, default=3072)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from albert_tf.modeling.activations import gelu_backward, gelu_cdf, gelu_value, gelu_value_and_grad
+    from albert_tf.training import optimizers
+
+    info = cpu_info()
+    print(f"CPU: {info['model']}; {isa_note(info)}; load {os.getloadavg()[0]:.1f}")
+    shape = [args.tokens, args.intermediate]
+    print(f"\nGELU forward + gradient, [{args.tokens}, {args.intermediate}] (ms, fastest of {args.repeats})")
+
+    @tf.function
+    def separate(x, dy):  # the formula op by op in x's dtype, the cdf recomputed for the gradient
+        y = x * gelu_cdf(x)
+        return y, x * gelu_cdf(x), gelu_backward(dy, x, gelu_cdf(x))
+
+    @tf.function
+    def compiled(x, dy):
+        return (gelu_value(x),) + tuple(gelu_value_and_grad(x, dy))
+
+    for dtype in (tf.bfloat16, tf.float32):
+        x = tf.cast(tf.random.stateless_normal(shape, [1, 2]), dtype)
+        dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]), dtype)
+        times = {name: fastest_ms(lambda f=f: [t.numpy() for t in f(x, dy)], args.repeats)
+                 for name, f in (("separate ops", separate), ("compiled", compiled))}
+        print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
+              f"{times['separate ops'] / times['compiled']:.1f}x")
+    try:
+        import torch
+    except ImportError:
+        print("  torch not installed: no peer figure")
+    else:
+        xt = torch.randn(*shape).bfloat16()
+        dyt = torch.randn(*shape).bfloat16()
+
+        def torch_gelu():
+            x = xt.clone().requires_grad_()
+            y = torch.nn.functional.gelu(x, approximate="tanh")
+            y.backward(dyt)
+
+        print(f"  torch bf16 (fused kernel, forward + backward) {fastest_ms(torch_gelu, args.repeats):7.2f}")
+
+    print(f"\nAdamW update of one [{args.hidden}, {args.intermediate}] float32 weight (ms)")
+    weights = [tf.random.stateless_normal([args.hidden, args.intermediate], [i, 5]) for i in range(4)]
+    lr = tf.constant(2e-5)
+    hyper = (0.9, 0.999, 1e-6, 0.01, False)
+    separate_update = tf.function(optimizers._update)
+    for name, update in (("separate ops", separate_update), ("compiled", optimizers._fused_update)):
+        ms = fastest_ms(lambda u=update: [t.numpy() for t in u(*weights, lr, *hyper)], args.repeats)
+        print(f"  {name:12s} {ms:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
