@@ -4,7 +4,7 @@ Why: run as separate TensorFlow ops, an elementwise formula is one pass over mem
 and in bf16 each op converts every element to float32 and back.  GELU and its gradient are
 about twenty such passes over a [tokens, intermediate] tensor per layer; on an AMX CPU they
 took more time than the FFN's matmuls (forward and gradient over 672 x 3072 bf16 elements:
-13.6 ms as separate ops, 6.1 ms compiled, `benchmarks/fused_steps.py`).  The AdamW/LAMB
+13.6 ms as separate ops, 6.1 ms compiled, `benchmarks/fused_steps.py`).  AdamW's
 update is a dozen passes over every weight (11.3 ms and 7.2 ms for a 768 x 3072 kernel).
 
 Only such elementwise functions are compiled; the matmuls stay oneDNN's (XLA's CPU backend
