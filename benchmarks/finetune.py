@@ -50,7 +50,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import cpu_info, isa_note  # noqa: E402
+from pretraining_step import cpu_info, hf_train_step, isa_note  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
@@ -192,12 +192,7 @@ def run_hf(args, rows, batches, spm) -> dict:
         batch = collator([{"input_ids": rows["ids"][i], "token_type_ids": rows["segments"][i],
                            "attention_mask": [1] * len(rows["ids"][i]), "labels": rows["labels"][i]}
                           for i in indices])
-        with autocast():
-            loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        hf_train_step(model, optimizer, batch, autocast)
         times.append(time.perf_counter() - start)
     return {"seconds_per_step": sum(times[len(batches):]) / len(batches), "torch": torch.__version__,
             "transformers": transformers.__version__}

@@ -353,6 +353,19 @@ def measure_leak(train, leak_steps: int, leak_chunk: int, budget: Budget) -> dic
 
 
 # ---------------------------------------------------------------- HF (in a subprocess)
+def hf_train_step(model, optimizer, batch: dict, autocast) -> None:
+    """One Hugging Face training step as its Trainer runs it: forward (under ``autocast()``),
+    backward, clip to norm 1.0, update, clear the gradients."""
+    import torch
+
+    with autocast():
+        loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def run_hf(args) -> dict:
     import contextlib
 
@@ -403,12 +416,7 @@ def run_hf(args) -> dict:
         step_index[0] += 1
         start = time.perf_counter()
         with usage:
-            with autocast():
-                loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            hf_train_step(model, optimizer, batch, autocast)
         return time.perf_counter() - start
 
     budget = Budget(args.max_minutes)

@@ -39,27 +39,25 @@ def _widened(x: tf.Tensor) -> tf.Tensor:
     return tf.cast(x, tf.float32) if x.dtype.size < 4 else x
 
 
+def _gelu_rounded(x: tf.Tensor) -> tf.Tensor:
+    """x · gelu_cdf(x), computed in float32 (or x's wider dtype) and rounded once to x's dtype."""
+    wide = _widened(x)
+    return tf.cast(wide * gelu_cdf(wide), x.dtype)
+
+
 @fused
 def gelu_value(x: tf.Tensor) -> tf.Tensor:
-    """x · gelu_cdf(x), computed in float32 (or x's wider dtype) and rounded once to x's dtype."""
-    x32 = _widened(x)
-    return tf.cast(x32 * gelu_cdf(x32), x.dtype)
-
-
-@fused
-def gelu_grad(x: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """The gradient of `gelu_value` for the output gradient dy (float32 inside)."""
-    x32 = _widened(x)
-    return tf.cast(gelu_backward(tf.cast(dy, x32.dtype), x32, gelu_cdf(x32)), x.dtype)
+    """`_gelu_rounded` as one compiled loop: training's FFN (`recompute.gelu_dense`)."""
+    return _gelu_rounded(x)
 
 
 @fused
 def gelu_value_and_grad(x: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """`gelu_value(x)` and `gelu_grad(x, dy)` in one pass: what a backward pass that
-    recomputes the GELU output needs."""
-    x32 = _widened(x)
-    cdf = gelu_cdf(x32)
-    return tf.cast(x32 * cdf, x.dtype), tf.cast(gelu_backward(tf.cast(dy, x32.dtype), x32, cdf), x.dtype)
+    """`gelu_value(x)` and its gradient for the output gradient dy, in one pass (float32
+    inside): what a backward pass that recomputes the GELU output needs."""
+    wide = _widened(x)
+    cdf = gelu_cdf(wide)
+    return tf.cast(wide * cdf, x.dtype), tf.cast(gelu_backward(tf.cast(dy, wide.dtype), wide, cdf), x.dtype)
 
 
 @tf.custom_gradient
@@ -69,15 +67,14 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     Computed in float32 whatever the input's dtype, and rounded once (as Hugging Face's and
     oneDNN's fused GELU do under bf16).  The forward pass is plain TensorFlow ops, so models
     exported with it need no XLA; the gradient is written out, recomputes the cdf (only the
-    input is kept for the backward pass) and runs compiled (`gelu_grad`).  A transformer
-    block's FFN runs `albert_tf.modeling.recompute.gelu_dense` in training instead.
+    input is kept for the backward pass) and runs compiled (`gelu_value_and_grad`).  A
+    transformer block's FFN runs `albert_tf.modeling.recompute.gelu_dense` in training instead.
     """
-    wide = _widened(x)
 
     def backward(dy):
-        return gelu_grad(x, dy)
+        return gelu_value_and_grad(x, dy)[1]
 
-    return tf.cast(wide * gelu_cdf(wide), x.dtype), backward
+    return _gelu_rounded(x), backward
 
 
 def gelu_forward_only(x: tf.Tensor) -> tf.Tensor:

@@ -139,8 +139,7 @@ def _called_functions(nodes) -> set:
     names = set()
     for node in nodes:
         for value in node.attr.values():
-            names.update([value.func.name] if value.func.name else [])
-            names.update(f.name for f in value.list.func)
+            names.update(f.name for f in [value.func, *value.list.func] if f.name)
     return names
 
 
