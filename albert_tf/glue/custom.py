@@ -101,7 +101,7 @@ class CustomProcessor(GlueProcessor):
     """Reads a user's files with named columns (see the module docstring)."""
 
     def __init__(self, files: dict[str, str | None], text_columns: Sequence[str], label_column: str,
-                 labels: tuple[str, ...] | None, key_metric: str = "accuracy", fmt: str | None = None,
+                 labels: tuple[str, ...] | None, key_metric: str | None = None, fmt: str | None = None,
                  positive_label: str | None = None):
         if not 1 <= len(text_columns) <= 2:
             raise ValueError(f"--text_columns: one column or a pair, got {list(text_columns)}")
@@ -172,7 +172,7 @@ def default_positive_label(labels: Sequence[str]) -> tuple[str, str]:
     return second, "it sorts second; --positive_label picks the other"
 
 
-def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | None, key_metric: str,
+def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | None, key_metric: str | None,
                 positive_label: str | None = None) -> TaskSpec:
     """The TaskSpec of a user's data: its files (absolute paths), label strings (None: regression), metrics."""
     if labels is None:
