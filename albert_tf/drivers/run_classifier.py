@@ -20,9 +20,10 @@ albert_tf.finetuning's runner.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from absl import flags
+from absl import flags, logging
 
 from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
@@ -60,6 +61,10 @@ flags.DEFINE_bool("regression", False, "custom: the labels are scores (default: 
                   "with fractions).")
 flags.DEFINE_enum("key_metric", None, list(custom.KEY_METRICS), "custom: the metric that chooses model.ckpt-best "
                   "(default accuracy; pearson for a regression).")
+flags.DEFINE_string("positive_label", None, "The label F1 and Matthews correlation score as the positive class "
+                    "(tasks with two labels). Default: 1 for GLUE tasks (the original's); for custom data the "
+                    "label the other one negates (duplicate/not_duplicate), else the one named 1, true, yes, pos "
+                    "or positive, else the one that sorts second. Logged at the start of the run.")
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
@@ -70,7 +75,7 @@ REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
 def task_and_job_from_flags():
     """The GLUE task and the run's job, from the flags (checked)."""
-    from albert_tf.glue.processors import get_processor
+    from albert_tf.glue.processors import GlueProcessor, get_processor
     from albert_tf.glue.task import GlueTask, features_dir
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
@@ -80,6 +85,9 @@ def task_and_job_from_flags():
     else:
         require_flags(FLAGS, "data_dir")
         processor = get_processor(FLAGS.task_name)  # an unknown task lists the known ones
+        if FLAGS.positive_label is not None:
+            processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label))
+    log_positive_class(processor.spec)
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
@@ -113,7 +121,21 @@ def custom_processor_from_flags() -> custom.CustomProcessor:
     labels = custom.discover_labels(FLAGS.train_file, FLAGS.file_format, FLAGS.label_column, FLAGS.regression,
                                     saved)
     return custom.CustomProcessor(files, FLAGS.text_columns, FLAGS.label_column, labels, FLAGS.key_metric,
-                                  FLAGS.file_format)
+                                  FLAGS.file_format, FLAGS.positive_label)
+
+
+def log_positive_class(spec) -> None:
+    """Says which class F1 and Matthews correlation score, and why (binary tasks that report them)."""
+    if spec.labels is None or len(spec.labels) != 2 or not {"f1", "matthew_corr"} & set(spec.metrics):
+        return
+    if FLAGS.positive_label is not None:
+        why = "--positive_label"
+    elif spec.name == custom.TASK_NAME:
+        why = custom.default_positive_label(spec.labels)[1]
+    else:
+        why = "class 1, as the original"
+    logging.info("F1 and Matthews correlation score %r as the positive class (%s)", spec.labels[spec.positive_id],
+                 why)
 
 
 main = finetuning_main(task_and_job_from_flags)

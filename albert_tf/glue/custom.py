@@ -2,30 +2,33 @@
 --task_name=custom`` with ``--train_file``/``--dev_file``/``--test_file`` in TSV, CSV or JSON Lines,
 ``--text_columns=a[,b]`` and ``--label_column``. No code: the task is defined by its data.
 
-Reading (``read_rows``): the format by ``--file_format`` or the file's extension (``.tsv``, ``.csv``,
-``.jsonl``/``.json``); UTF-8 (a byte-order mark is dropped); TSV and CSV have a header row naming
-the columns and may quote fields (``"a, b"``, doubled quotes, line breaks inside quotes), as
-spreadsheets write them; JSON Lines has one object per line. Every error names ``file:line``: a
-column that is not there (with the columns found), a row with too few fields, an empty text, an
-empty file, bytes that are not UTF-8, and a dev/test label the training file does not have.
+Reading (``read_rows``, on ``glue.tables``): the format by ``--file_format`` or the file's extension
+(``.tsv``, ``.csv``, ``.jsonl``/``.json``); a TSV is split at tabs only, as the GLUE files (``"`` is
+an ordinary character); a CSV is parsed strictly (RFC 4180 quoting); TSV and CSV have a header row
+naming the columns. Every error names ``file:line``: a column that is not there (with the columns
+found), a row with too many or too few fields, an unclosed quote (where it opened), an empty text,
+an empty file, bytes that are not UTF-8, a label that is not a finite number where a number is
+expected (``nan``, ``inf``), and a dev label the training file does not have. Test files need no
+label column; what it holds is ignored (placeholders such as ``-1``).
 
 Labels (``discover_labels``): the training file's distinct labels, sorted as strings; numeric
 labels with a fractional value are taken as scores (regression, with Pearson/Spearman as for STS-B)
-and the log says so; ``--regression`` forces it. They are written to ``labels.txt`` in
+and the log warns so; ``--regression`` forces it. They are written to ``labels.txt`` in
 ``--output_dir`` (one per line; ``# regression`` for scores), which a predict-only run reads back,
 and they go into the exported SavedModel, whose ``labels`` output then carries the label names.
+With two labels, F1 and Matthews score ``--positive_label``, else ``default_positive_label``'s.
 """
 from __future__ import annotations
 
-import csv
-import json
+import math
 import os
 from typing import Any, Iterator, Sequence
 
 from absl import logging
 
-from albert_tf.fileio import absolute, atomic_write_text, is_file, open_binary, read_text
-from albert_tf.glue.processors import GlueDataError, GlueProcessor, InputExample, SplitLayout, TaskSpec
+from albert_tf.fileio import absolute, atomic_write_text, is_file, read_text
+from albert_tf.glue.processors import GlueProcessor, InputExample, SplitLayout, TaskSpec
+from albert_tf.glue.tables import GlueDataError, header_rows
 
 TASK_NAME = "custom"
 LABELS_FILE = "labels.txt"
@@ -34,7 +37,9 @@ FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 # --key_metric values -> the metric names of glue.metrics
 KEY_METRICS = {"accuracy": "eval_accuracy", "f1": "f1", "matthews": "matthew_corr", "pearson": "pearson",
                "spearman": "spearman"}
-csv.field_size_limit(1 << 24)  # long documents in one field
+# Labels that name the positive class of a binary task (default_positive_label), lower-cased.
+POSITIVE_NAMES = ("1", "true", "yes", "pos", "positive")
+NEGATION_PREFIXES = ("not_", "not-", "not ", "non_", "non-", "non")
 
 
 def file_format(path: str, given: str | None = None) -> str:
@@ -47,24 +52,12 @@ def file_format(path: str, given: str | None = None) -> str:
     return FORMATS[extension]
 
 
-def _decoded_lines(path: str) -> Iterator[str]:
-    """The file's lines as text, one error line naming the first line that is not UTF-8."""
-    with open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
-                                    f"save the file as UTF-8") from None
-
-
 def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, {column: value}) for each row, checking that ``columns`` are there."""
     if not is_file(path):
         raise GlueDataError(f"{path}: file not found")
-    rows = _json_rows(path) if fmt == "jsonl" else _delimited_rows(path, "\t" if fmt == "tsv" else ",")
     seen = False
-    for line, row in rows:
+    for line, row in header_rows(path, fmt):
         seen = True
         missing = [c for c in columns if c not in row]
         if missing:
@@ -73,35 +66,6 @@ def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int
         yield line, row
     if not seen:
         raise GlueDataError(f"{path}:1: empty file: no rows of data")
-
-
-def _delimited_rows(path: str, delimiter: str) -> Iterator[tuple[int, dict[str, str]]]:
-    reader = csv.reader(_decoded_lines(path), delimiter=delimiter)
-    header = next(reader, None)
-    if not header or not any(h.strip() for h in header):
-        raise GlueDataError(f"{path}:1: empty file: expected a header row naming the columns")
-    header = [h.strip() for h in header]
-    for fields in reader:
-        line = reader.line_num
-        if not fields or fields == [""]:
-            continue  # a blank line
-        if len(fields) < len(header):
-            raise GlueDataError(f"{path}:{line}: expected {len(header)} fields ({', '.join(header)}), "
-                                f"found {len(fields)}")
-        yield line, dict(zip(header, fields))
-
-
-def _json_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for line, text in enumerate(_decoded_lines(path), start=1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise GlueDataError(f"{path}:{line}: not a JSON object ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise GlueDataError(f"{path}:{line}: expected a JSON object, found {type(row).__name__}")
-        yield line, row
 
 
 def _text(row: dict, column: str, where: str) -> str:
@@ -119,6 +83,9 @@ def _label(row: dict, column: str, where: str) -> str:
     text = str(value).strip()
     if "\n" in text or "\t" in text:
         raise GlueDataError(f"{where}: label {text!r} holds a tab or line break")
+    if _is_number(text) and not math.isfinite(float(text)):
+        raise GlueDataError(f"{where}: label {text!r} is not a finite number; a label is a class name or a "
+                            f"score")
     return text
 
 
@@ -134,14 +101,17 @@ class CustomProcessor(GlueProcessor):
     """Reads a user's files with named columns (see the module docstring)."""
 
     def __init__(self, files: dict[str, str | None], text_columns: Sequence[str], label_column: str,
-                 labels: tuple[str, ...] | None, key_metric: str = "accuracy", fmt: str | None = None):
+                 labels: tuple[str, ...] | None, key_metric: str | None = None, fmt: str | None = None,
+                 positive_label: str | None = None):
         if not 1 <= len(text_columns) <= 2:
             raise ValueError(f"--text_columns: one column or a pair, got {list(text_columns)}")
         self.files = {split: path for split, path in files.items() if path}
         self.text_columns = tuple(text_columns)
         self.label_column = label_column
         self.formats = {split: file_format(path, fmt) for split, path in self.files.items()}
-        super().__init__(custom_spec(self.files, len(text_columns) == 2, labels, key_metric))
+        if positive_label is None and labels is not None and len(labels) == 2:
+            positive_label = default_positive_label(labels)[0]
+        super().__init__(custom_spec(self.files, len(text_columns) == 2, labels, key_metric, positive_label))
 
     def save_alongside(self, output_dir: str) -> None:
         """``labels.txt``: the labels a predict-only run reads back."""
@@ -153,14 +123,12 @@ class CustomProcessor(GlueProcessor):
 
     def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
         path = self.data_file(data_dir, split)
-        labelled = split != "test"
+        labelled = split != "test"  # a test file's label column, if any, is not read (it may hold -1)
         for index, (line, row) in enumerate(read_rows(path, self.formats[split], self.text_columns
                                                       + ((self.label_column,) if labelled else ()))):
             where = f"{path}:{line}"
             texts = [_text(row, column, where) for column in self.text_columns]
-            label = None
-            if self.label_column in row:
-                label = self._checked_label(_label(row, self.label_column, where), where)
+            label = self._checked_label(_label(row, self.label_column, where), where) if labelled else None
             yield InputExample(f"{split}-{index}", texts[0], texts[1] if len(texts) > 1 else None, label)
 
     def _checked_label(self, text: str, where: str) -> str | float:
@@ -190,7 +158,22 @@ def is_pair(spec: TaskSpec) -> bool:
     return next(iter(spec.splits.values())).text_b is not None
 
 
-def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | None, key_metric: str) -> TaskSpec:
+def default_positive_label(labels: Sequence[str]) -> tuple[str, str]:
+    """(the positive class of two labels, why): the label the other one negates (``duplicate`` against
+    ``not_duplicate``), else the one that names a positive (``1``, ``true``, ``yes``, ``pos``,
+    ``positive``), else the one that sorts second (class id 1, as for GLUE's ``0``/``1``)."""
+    first, second = sorted(labels)
+    for label, other in ((first, second), (second, first)):
+        if any(other.lower() == prefix + label.lower() for prefix in NEGATION_PREFIXES):
+            return label, f"{other!r} negates it"
+    named = [label for label in (first, second) if label.lower() in POSITIVE_NAMES]
+    if len(named) == 1:
+        return named[0], "it names a positive"
+    return second, "it sorts second; --positive_label picks the other"
+
+
+def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | None, key_metric: str | None,
+                positive_label: str | None = None) -> TaskSpec:
     """The TaskSpec of a user's data: its files (absolute paths), label strings (None: regression), metrics."""
     if labels is None:
         metrics, default = ("pearson", "spearman", "MSE"), "pearson"
@@ -205,7 +188,7 @@ def custom_spec(files: dict[str, str], pair: bool, labels: tuple[str, ...] | Non
     layout = {split: SplitLayout(absolute(path), True, 0, 1 if pair else None,
                                  None if split == "test" else 1) for split, path in files.items()}
     return TaskSpec(name=TASK_NAME, folder="", labels=labels, splits=layout, metrics=metrics, key_metric=key,
-                    submission_file="custom.tsv")
+                    submission_file="custom.tsv", positive_label=positive_label)
 
 
 def discover_labels(train_file: str | None, fmt: str | None, label_column: str, regression: bool,
@@ -220,7 +203,7 @@ def discover_labels(train_file: str | None, fmt: str | None, label_column: str, 
                 bad = sorted(v for v in values if not _is_number(v))[0]
                 raise GlueDataError(f"{train_file}: --regression needs numeric labels, found {bad!r}")
             if not regression:
-                logging.info("%s: the labels of column %r are numbers with fractions: training a regression "
+                logging.warning("%s: the labels of column %r are numbers with fractions: training a regression "
                              "(Pearson/Spearman); integer labels would be classes", train_file, label_column)
             return None
         if len(values) < 2:

@@ -16,7 +16,8 @@ Outputs, classification: `probabilities` [B, num_labels] float32, `predictions`
 [B] int32 class ids, `labels` [B] tf.string (the task's label strings). STS-B:
 `score` [B] float32 (and `predictions`, the same score). With a decision threshold
 (`--threshold_to_export`, binary tasks only) the outputs add the scalar `threshold`
-(as the original attaches it) and `predictions` is `probabilities[:, 1] >= threshold`.
+(as the original attaches it) and `predictions` is the positive class (`TaskSpec.positive_id`, class
+1 unless --positive_label says otherwise) where its probability is >= threshold, else the other class.
 
 As in the original (estimator.export_saved_model), each export goes to a new
 numbered sub-directory `<export_dir>/<unix time>`, written under a temporary name
@@ -66,6 +67,7 @@ class ClassifierServing(tf.Module):
         self.regression = spec.is_regression
         self.label_strings = tf.constant(list(spec.labels or ["score"]))
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
+        self.positive_id = None if spec.is_regression else spec.positive_id
         self.pair = is_pair_task(spec)
         # Both signatures call this one function, so the model is traced once.
         ids = tf.TensorSpec([None, None], tf.int32)
@@ -82,7 +84,8 @@ class ClassifierServing(tf.Module):
         predictions = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         result = {"probabilities": probabilities}
         if self.threshold is not None:
-            predictions = tf.cast(probabilities[:, 1] >= self.threshold, tf.int32)
+            positive = probabilities[:, self.positive_id] >= self.threshold
+            predictions = tf.where(positive, self.positive_id, 1 - self.positive_id)
             result["threshold"] = self.threshold
         result["predictions"] = predictions
         result["labels"] = tf.gather(self.label_strings, predictions)

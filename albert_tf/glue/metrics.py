@@ -48,9 +48,10 @@ def f1_score(labels, predictions, positive: int = 1) -> float:
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
 
 
-def matthews_corrcoef(labels, predictions) -> float:
-    """Binary Matthews correlation (tp·tn − fp·fn) / √((tp+fp)(tp+fn)(tn+fp)(tn+fn))."""
-    tp, tn, fp, fn = (float(c) for c in confusion_counts(labels, predictions))
+def matthews_corrcoef(labels, predictions, positive: int = 1) -> float:
+    """Binary Matthews correlation (tp·tn − fp·fn) / √((tp+fp)(tp+fn)(tn+fp)(tn+fn)) (the same whichever
+    class is positive: swapping them swaps tp with tn and fp with fn)."""
+    tp, tn, fp, fn = (float(c) for c in confusion_counts(labels, predictions, positive))
     denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
     return 0.0 if denominator == 0 else float((tp * tn - fp * fn) / denominator)
 
@@ -94,15 +95,16 @@ def log_softmax(logits) -> np.ndarray:
     return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
-# Metric name -> fn(gold, predicted): predicted is the class id for classification
-# (F1 of the positive class "1", binary Matthews correlation), the score for regression.
+# Metric name -> fn(gold, predicted, positive): predicted is the class id for classification
+# (F1 of the positive class id `positive`, TaskSpec.positive_id; binary Matthews correlation), the
+# score for regression.
 METRICS = {
-    "eval_accuracy": lambda gold, predicted: accuracy(gold, predicted),
-    "f1": lambda gold, predicted: f1_score(gold, predicted),
-    "matthew_corr": lambda gold, predicted: matthews_corrcoef(gold, predicted),
-    "pearson": lambda gold, predicted: pearson_corr(predicted, gold),
-    "spearman": lambda gold, predicted: spearman_corr(predicted, gold),
-    "MSE": lambda gold, predicted: mean_squared_error(gold, predicted),
+    "eval_accuracy": lambda gold, predicted, positive: accuracy(gold, predicted),
+    "f1": lambda gold, predicted, positive: f1_score(gold, predicted, positive),
+    "matthew_corr": lambda gold, predicted, positive: matthews_corrcoef(gold, predicted, positive),
+    "pearson": lambda gold, predicted, positive: pearson_corr(predicted, gold),
+    "spearman": lambda gold, predicted, positive: spearman_corr(predicted, gold),
+    "MSE": lambda gold, predicted, positive: mean_squared_error(gold, predicted),
 }
 for _spec in TASKS.values():
     _unknown = [m for m in _spec.metrics if m not in METRICS]
@@ -148,6 +150,7 @@ def compute_metrics(spec: TaskSpec, labels, logits, is_real_example=None) -> dic
         nll = -log_softmax(logits)[np.arange(gold.size), gold]
         loss = float(nll.mean()) if gold.size else 0.0
     results: dict[str, float] = {"eval_loss": loss}
-    results.update({name: METRICS[name](gold, predicted) for name in spec.metrics})
+    positive = None if spec.is_regression else spec.positive_id
+    results.update({name: METRICS[name](gold, predicted, positive) for name in spec.metrics})
     results["num_examples"] = int(gold.size)
     return results

@@ -4,7 +4,8 @@ The original has one hand-written processor class per task; they differ only in
 file names, column positions, header or not, and label list. Here each task is a
 `TaskSpec` (data) read by one `GlueProcessor` (code), so a fact lives in one place.
 
-Reading rules (those of the GLUE distribution and the original's `_read_tsv`):
+Reading rules (those of the GLUE distribution and the original's `_read_tsv`; `glue.tables.tsv_rows`,
+which also reads the TSVs of `--task_name=custom`):
 - UTF-8, a leading byte-order mark is dropped (MRPC has one);
 - tab-separated, no quoting at all (`"` is an ordinary character: csv QUOTE_NONE);
 - rows end at `\\n` only (a stray `\\r` before it is dropped), never at other
@@ -23,17 +24,14 @@ import dataclasses
 import os
 from typing import Iterator, Sequence
 
-from albert_tf.fileio import is_file, open_text
+from albert_tf.fileio import is_file
+from albert_tf.glue.tables import GlueDataError, tsv_rows
 
 SPLITS = ("train", "dev", "test")
 
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
 NLI2_LABELS = ("entailment", "not_entailment")
 BINARY_LABELS = ("0", "1")
-
-
-class GlueDataError(ValueError):
-    """A GLUE data file does not have the expected shape or labels."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,11 +85,22 @@ class TaskSpec:
     metrics: tuple[str, ...]
     key_metric: str
     submission_file: str  # the name the GLUE server expects for this task's predictions
+    # The class F1 and Matthews correlation score (binary tasks); None: class id 1, the original's.
+    positive_label: str | None = None
 
     def __post_init__(self):
         if self.key_metric not in self.metrics + COMMON_METRICS:
             raise ValueError(f"GLUE task {self.name}: key_metric {self.key_metric!r} is not among its metrics "
                              f"{list(self.metrics + COMMON_METRICS)}")
+        binary = self.labels is not None and len(self.labels) == 2
+        if self.positive_label is not None and not (binary and self.positive_label in self.labels):
+            raise ValueError(f"--positive_label={self.positive_label}: {self.name} has "
+                             + (f"the labels {list(self.labels)}" if binary else "not two labels"))
+
+    @property
+    def positive_id(self) -> int:
+        """The class id of the positive class (binary tasks)."""
+        return 1 if self.positive_label is None else self.labels.index(self.positive_label)
 
     @property
     def is_regression(self) -> bool:
@@ -254,15 +263,7 @@ def get_task_spec(task_name: str) -> TaskSpec:
     return TASKS[key]
 
 
-def read_tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
-    """Yields (1-based line number, fields) for each non-empty line of a GLUE TSV."""
-    # newline="\n": split rows at "\n" only; GLUE sentences contain other line breaks.
-    with open_text(path, encoding="utf-8-sig", newline="\n") as f:
-        for line_number, line in enumerate(f, start=1):
-            line = line[:-1] if line.endswith("\n") else line
-            line = line[:-1] if line.endswith("\r") else line
-            if line:
-                yield line_number, line.split("\t")
+read_tsv_rows = tsv_rows  # (1-based line number, fields) of each non-empty line of a GLUE TSV
 
 
 class GlueProcessor:
@@ -297,9 +298,10 @@ class GlueProcessor:
         return os.path.join(data_dir, self.spec.folder, self.spec.splits[split].file)
 
     def check_files(self, data_dir: str | os.PathLike, splits: Sequence[str]) -> None:
-        """A clear error, before any work, for a split the task does not have."""
+        """A clear error, before any work, for a split the task does not have, a missing file or one
+        without a row of data."""
         for split in splits:
-            self.data_file(data_dir, split)
+            next(self.iter_examples(data_dir, split))
 
     def save_alongside(self, output_dir: str) -> None:
         """Writes what a later run on these checkpoints needs to know of the data (nothing for GLUE)."""
@@ -338,6 +340,9 @@ class GlueProcessor:
                     f"found {len(fields)}: {_clip(fields)}"
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
+        if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op
+            raise GlueDataError(f"{path}:1: empty file: no rows of data"
+                                + (" after the header" if row_index == 0 else ""))
 
     def _make_example(
         self,

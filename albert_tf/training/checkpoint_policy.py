@@ -22,6 +22,7 @@ The files themselves (atomic prefixes, the ``checkpoint`` state file) are writte
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any, Callable, Mapping
@@ -282,7 +283,8 @@ class BestCheckpointKeeper:
         if text is None:
             return -1, -1, None
         last, best_step, value = text.strip().split(":")
-        return int(last), int(best_step), float(value)
+        best = float(value)
+        return int(last), int(best_step), None if math.isnan(best) else best  # NaN: nothing best yet
 
     def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
         """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the
@@ -293,12 +295,16 @@ class BestCheckpointKeeper:
         step = files.step_of(checkpoint_path)
         step = -1 if step is None else step
         _, best_step, best = self.read()
-        better = best is None or (value > best if self.higher_is_better else value < best)
+        # A NaN metric is never the best (and a NaN best could never be beaten: every comparison is False).
+        better = not math.isnan(value) and (best is None or (value > best if self.higher_is_better
+                                                               else value < best))
+        if math.isnan(value):
+            logging.warning("%s = nan at step %d: this checkpoint cannot be the best", self.metric, step)
         if better:
             files.copy_checkpoint(checkpoint_path, self.best_prefix)
             best_step, best = step, value
             logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
-        atomic_write_text(self.info_path, f"{step}:{best_step}:{best}")
+        atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
         return better
 
 

@@ -150,6 +150,7 @@ def test_sentiment_tsv_trains_predicts_with_label_strings_and_exports(tmp_path, 
                           f"--dev_file={tmp_path / 'dev.tsv'}", f"--test_file={tmp_path / 'test.tsv'}",
                           "--text_columns=text", "--label_column=sentiment", f"--export_dir={out / 'export'}")
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "F1 and Matthews correlation score 'pos' as the positive class (it names a positive)" in proc.stderr
     assert (out / "labels.txt").read_text() == "neg\npos\n"
     blocks = [dict(line.split(" = ") for line in b.strip().splitlines())
               for b in (out / "eval_results.txt").read_text().split("=" * 50) if b.strip()]

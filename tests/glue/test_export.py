@@ -87,6 +87,33 @@ def test_threshold_only_for_binary_tasks():
         export.ClassifierServing(model, None, get_task_spec("mnli"), 16, threshold=0.5)
 
 
+@pytest.mark.parametrize("positive", [None, "0"])
+def test_threshold_is_on_the_positive_class(shared, positive):
+    """With --positive_label, the served decision is that class where its probability reaches the threshold."""
+    import dataclasses
+
+    from albert_tf.tokenization import TFTokenizer
+
+    spec = dataclasses.replace(get_task_spec("mrpc"), positive_label=positive)
+    model = heads.build_classifier(AlbertConfig(**TINY), "mrpc")
+    _keras_outputs(model, spec, _tokenizer(shared), EXAMPLES)  # builds it
+    for weight in model.classifier.trainable_variables:  # an untrained head gives every example ~0.5
+        weight.assign(weight * 1000.0)
+    probabilities, _ = _keras_outputs(model, spec, _tokenizer(shared), EXAMPLES)
+    positive_id = 1 if positive is None else 0
+    ordered = np.sort(probabilities[:, positive_id])
+    gap = int(np.argmax(np.diff(ordered)))
+    threshold = float(ordered[gap:gap + 2].mean())  # in the widest gap: examples on both sides
+    assert ordered[gap + 1] - ordered[gap] > 1e-5, ordered  # clear of the served outputs' rounding
+    serving = export.ClassifierServing(model, TFTokenizer(str(shared("data", "spm", "30k-clean.model"))), spec, SEQ,
+                                       threshold=threshold)
+    got = serving.serve_text(tf.constant([e.text_a for e in EXAMPLES]), tf.constant([e.text_b for e in EXAMPLES]))
+    np.testing.assert_allclose(got["probabilities"].numpy(), probabilities, atol=1e-6)
+    want = np.where(probabilities[:, positive_id] >= threshold, positive_id, 1 - positive_id)
+    assert got["predictions"].numpy().tolist() == want.tolist()
+    assert sorted(set(want.tolist())) == [0, 1]  # both decisions occur
+
+
 def test_export_to_remote_storage_writes_one_version_folder():
     """gs:// export folders (TensorFlow's ram:// filesystem stands in for a bucket): written in place,
     loadable, and a second export is a new version beside the first."""

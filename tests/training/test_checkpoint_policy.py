@@ -102,6 +102,25 @@ def test_best_checkpoint_keeper(tmp_path):
         lower.update(str(tmp_path / "model.ckpt-10"), {"accuracy": 1.0})
 
 
+def test_a_nan_metric_is_never_the_best(tmp_path):
+    """A NaN first evaluation leaves no best (any later number wins); a NaN later never replaces one."""
+    keeper = checkpoint_policy.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    assert not keeper.update(save(tmp_path, 10, 1.0), {"accuracy": float("nan")})
+    assert keeper.read() == (10, -1, None)
+    assert not (tmp_path / "model.ckpt-best.index").exists()
+    assert keeper.update(save(tmp_path, 20, 2.0), {"accuracy": 0.25})
+    assert not keeper.update(save(tmp_path, 30, 3.0), {"accuracy": float("nan")})
+    assert keeper.read() == (30, 20, 0.25)
+    restored = make_checkpoint(0.0)
+    restored.read(str(tmp_path / "model.ckpt-best")).assert_consumed()
+    assert restored.w.numpy().tolist() == [2.0, 2.0]
+    lower = checkpoint_policy.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
+    tf.io.gfile.makedirs(str(tmp_path / "sub"))
+    assert lower.update(str(tmp_path / "model.ckpt-20"), {"loss": 1.0})
+    assert not lower.update(str(tmp_path / "model.ckpt-30"), {"loss": float("nan")})
+    assert lower.read() == (30, 20, 1.0)
+
+
 def test_eval_results_file(tmp_path):
     path = str(tmp_path / "eval_results.txt")
     plain = results.ResultsLayout()

@@ -1,0 +1,164 @@
+"""Reading tables of text as users have them: TSV, CSV and JSON Lines, every row checked, every
+error one ``GlueDataError`` naming ``file:line``.
+
+- Text: UTF-8 (a byte-order mark is dropped); a byte that is not UTF-8 is an error naming its line.
+- TSV, the rule of the GLUE distribution and the original's ``_read_tsv``: fields are split at
+  tabs only; there is no quoting (``"`` is an ordinary character); rows end at ``\\n`` only (a
+  ``\\r`` before it is dropped), never at other line breaks that sit inside sentences; empty
+  lines are skipped. The GLUE processors read their files with ``tsv_rows`` too.
+- CSV, strict (RFC 4180): fields are split at commas; a field that starts with ``"`` is quoted:
+  it may hold commas and line breaks, ``""`` is a quote inside it, and its closing quote must be
+  followed by a comma or the end of the line. A quote that is never closed (or closed in the
+  middle of a field) is an error naming the line where it opened, never rows merged silently. A
+  ``"`` inside an unquoted field is an ordinary character. No limit on a field's size below the
+  file's size.
+- JSON Lines: one object per line; empty lines skipped.
+
+``header_rows`` gives TSV and CSV rows as ``{column: value}`` by their header row (the first
+non-empty row); every row must have exactly as many fields as the header.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any, Iterator
+
+from albert_tf.fileio import is_remote, open_binary
+
+
+class GlueDataError(ValueError):
+    """A data file does not have the expected shape or labels."""
+
+
+def decoded_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The file's lines (split at ``\\n`` only, line ends kept) as text."""
+    with open_binary(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                                    f"save the file as UTF-8") from None
+
+
+def tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    """(1-based line number, fields) for each non-empty line of a TSV: tabs only, no quoting."""
+    for number, line in enumerate(decoded_lines(path), start=1):
+        line = line[:-1] if line.endswith("\n") else line
+        line = line[:-1] if line.endswith("\r") else line
+        if line:
+            yield number, line.split("\t")
+
+
+def csv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, fields) for each non-empty record of a CSV, parsed strictly."""
+    _allow_fields_up_to(_size(path))
+    record_lines: list[str] = []  # the lines of the record being parsed, for an error message
+
+    def lines() -> Iterator[str]:
+        for line in decoded_lines(path):
+            record_lines.append(line)
+            yield line
+
+    reader = csv.reader(lines(), strict=True)
+    start = 1
+    while True:
+        record_lines.clear()
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise _csv_error(path, start, "".join(record_lines), e) from None
+        if fields:
+            yield start, fields
+        start = reader.line_num + 1
+
+
+def json_rows(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-empty line of a JSON Lines file."""
+    for number, text in enumerate(decoded_lines(path), start=1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GlueDataError(f"{path}:{number}: not a JSON object ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise GlueDataError(f"{path}:{number}: expected a JSON object, found {type(row).__name__}")
+        yield number, row
+
+
+def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, {column: value}) for each data row of a TSV, CSV (``fmt``) or JSON Lines file."""
+    if fmt == "jsonl":
+        yield from json_rows(path)
+        return
+    rows = tsv_rows(path) if fmt == "tsv" else csv_rows(path)
+    first = next(rows, None)
+    if first is None or not any(name.strip() for name in first[1]):
+        raise GlueDataError(f"{path}:1: empty file: expected a header row naming the columns")
+    header_line, header = first[0], [name.strip() for name in first[1]]
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise GlueDataError(f"{path}:{header_line}: the header names column {repeated[0]!r} twice")
+    for number, fields in rows:
+        if len(fields) != len(header):
+            kind = "tab-separated (a TSV has no quoting)" if fmt == "tsv" else "comma-separated"
+            raise GlueDataError(f"{path}:{number}: expected {len(header)} fields ({', '.join(header)}), found "
+                                f"{len(fields)} {kind}: {_clip(fields)}")
+        yield number, dict(zip(header, fields))
+
+
+def _clip(fields: list[str], limit: int = 200) -> str:
+    text = repr(fields)
+    return text if len(text) <= limit else text[:limit] + "...]"
+
+
+def _size(path: str | os.PathLike) -> int:
+    if is_remote(path):
+        import tensorflow as tf
+
+        return int(tf.io.gfile.stat(os.fspath(path)).length)
+    return os.path.getsize(path)
+
+
+def _allow_fields_up_to(size: int) -> None:
+    """The csv module refuses fields over its limit (128 KiB by default): raise it to the file's size."""
+    if csv.field_size_limit() < size:
+        csv.field_size_limit(size)
+
+
+def _csv_error(path: str | os.PathLike, start: int, text: str, error: csv.Error) -> GlueDataError:
+    """The error of a record that does not parse, naming the line where its faulty quote opened."""
+    line, opened, quoted, at_field_start = start, start, False, True
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quoted:
+            if char == '"' and text[i + 1:i + 2] == '"':
+                i += 1  # a quote inside the quoted field
+            elif char == '"':
+                after = text[i + 1:i + 2]
+                if after not in ("", ",", "\r", "\n"):
+                    return GlueDataError(
+                        f"{path}:{opened}: the quoted field opening on this line closes on line {line} before "
+                        f"{after!r}, not before a comma or the line's end (inside quotes, write \"\" for a quote)")
+                quoted, at_field_start = False, False
+            elif char == "\n":
+                line += 1
+        elif char == '"' and at_field_start:
+            quoted, opened = True, line
+        elif char in ",\n":
+            line += char == "\n"
+            at_field_start = True
+            i += 1
+            continue
+        else:
+            at_field_start = False
+        i += 1
+    if quoted:
+        return GlueDataError(f"{path}:{opened}: a quoted field opens on this line and is never closed (the file "
+                             f"ends inside it): a '\"' without its pair")
+    return GlueDataError(f"{path}:{line}: {error}")
