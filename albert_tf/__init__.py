@@ -12,6 +12,7 @@ _PUBLIC = {
     "AlbertModel": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.models",
     "load_checkpoint": "albert_tf.weights.loading",
+    "from_pretrained": "albert_tf.pretrained",
     "FullTokenizer": "albert_tf.tokenization",
     "TFTokenizer": "albert_tf.tokenization",
 }

@@ -119,6 +119,40 @@ def _config(config_file: Optional[str], source: _Source):
         raise CheckpointError(f"{source.hf_checkpoint.config_path}: {err}") from None
 
 
+@dataclasses.dataclass
+class Opened:
+    """A checkpoint read into the model of its kind."""
+    kind: kinds.ModelKind
+    model: object  # a built Keras model of `kind`
+    report: LoadReport
+    config: object  # the AlbertConfig it was built from
+    format: str  # "tf1", "tf2", "export" or "hf"
+
+
+def open_checkpoint(path: str, *, kind: str = kinds.AUTO, config_file: Optional[str] = None,
+                    allow_missing_heads: bool = False, init_from_group0: bool = False) -> Opened:
+    """Reads the checkpoint at `path` (any format `load_checkpoint` reads) into a new model
+    of its kind (detected, or named by `kind`), built from `config_file` or, for a Hugging
+    Face folder, from its config.json."""
+    if kind not in model_kinds():
+        raise CheckpointError(f"unknown model kind {kind}; expected one of {', '.join(model_kinds())}")
+    return _open(_read_source(path), kind, config_file, allow_missing_heads, init_from_group0)
+
+
+def _open(source: _Source, kind: str, config_file: Optional[str], allow_missing_heads: bool,
+          init_from_group0: bool) -> Opened:
+    config = _config(config_file, source)
+    kind = _detect_kind(source) if kind == kinds.AUTO else kinds.get(kind)
+    model = kind.build(config, **(kind.build_options(source) if kind.build_options else {}))
+    if source.hf_checkpoint is not None:
+        report = load_hf_checkpoint(model, source.hf_checkpoint, allow_missing_heads=allow_missing_heads,
+                                    init_from_group0=init_from_group0)
+    else:
+        report = load_checkpoint(model, source.path, allow_missing_heads=allow_missing_heads,
+                                 init_from_group0=init_from_group0)
+    return Opened(kind, model, report, config, source.format)
+
+
 def convert(path: str, output: str, direction: str, *, kind: str = "auto", config_file: Optional[str] = None,
             spm_model_file: Optional[str] = None, do_lower_case: bool = True,
             allow_missing_heads: bool = False, init_from_group0: bool = False) -> Conversion:
@@ -136,18 +170,11 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     if source.format != source_format:
         raise CheckpointError(f"--direction={direction} expects a {source_format} checkpoint, but {path} is "
                               f"in {source.format} format")
-    config = _config(config_file, source)
-    kind = _detect_kind(source) if kind == kinds.AUTO else kinds.get(kind)
+    opened = _open(source, kind, config_file, allow_missing_heads, init_from_group0)
+    kind, model, report, config = opened.kind, opened.model, opened.report, opened.config
     if target_format == "hf" and kind.hf_architecture is None:
         raise CheckpointError(f"the {kind.description or kind.name} has no counterpart in transformers; "
                               f"--converted_model=encoder converts the encoder alone")
-    model = kind.build(config, **(kind.build_options(source) if kind.build_options else {}))
-    if source.hf_checkpoint is not None:
-        report = load_hf_checkpoint(model, source.hf_checkpoint, allow_missing_heads=allow_missing_heads,
-                                    init_from_group0=init_from_group0)
-    else:
-        report = load_checkpoint(model, path, allow_missing_heads=allow_missing_heads,
-                                 init_from_group0=init_from_group0)
     if target_format == "hf":
         written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
                                      do_lower_case=do_lower_case)

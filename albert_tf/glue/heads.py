@@ -60,6 +60,15 @@ class GlueClassifier(TaskModel):
     def head_config(self) -> dict[str, Any]:
         return {"num_labels": self.num_labels, "regression": self.regression, "dropout_rate": self.dropout_rate}
 
+    @property
+    def id2label(self) -> dict[int, str] | None:
+        """Label names by class id, from the config's `id2label` (a Hugging Face config.json
+        names them; `*_to_hf` writes them back); None when it names none or another count."""
+        names = self.config.extra.get("id2label") or {}
+        if len(names) != self.num_labels:
+            return None
+        return {int(k): str(v) for k, v in names.items()}
+
 
 _TF2_HEAD = "/classifier/output_weights"  # the head's attribute path in our checkpoints
 

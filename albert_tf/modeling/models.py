@@ -15,8 +15,8 @@ from albert_tf.modeling.heads import MaskedLMHead, OutputProjection
 class AlbertPretrainer(TaskModel):
     """Encoder + masked-LM head (tied to the word table) + sentence-order head.
 
-    Inputs add int32 `masked_lm_positions` [B,P]; outputs add `mlm_logits`
-    [B,P,V] and `sop_logits` [B,2] (float32). The encoder is `.encoder`.
+    Inputs add int32 `masked_lm_positions` [B,P] (without it: every position, P = S);
+    outputs add `mlm_logits` [B,P,V] and `sop_logits` [B,2] (float32). The encoder is `.encoder`.
     """
 
     def __init__(self, encoder: AlbertModel | AlbertConfig, use_one_hot_embeddings: bool = False, **kwargs):
@@ -31,9 +31,15 @@ class AlbertPretrainer(TaskModel):
         self.sentence_order = OutputProjection(2, config.initializer_range, name="seq_relationship")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, Any]:
-        check_inputs(inputs, ENCODER_INPUTS + ("masked_lm_positions",), self.config.max_position_embeddings)
+        with_positions = "masked_lm_positions" in inputs
+        check_inputs(inputs, ENCODER_INPUTS + (("masked_lm_positions",) if with_positions else ()),
+                     self.config.max_position_embeddings)
         outputs = dict(self.encoder(inputs, training=training))
-        positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
+        if with_positions:
+            positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
+        else:  # every position, as transformers' AlbertForMaskedLM
+            shape = tf.shape(inputs["input_ids"])
+            positions = tf.broadcast_to(tf.range(shape[1], dtype=tf.int32)[None], shape)
         outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], positions,
                                                self.encoder.embeddings.word_embeddings)
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])

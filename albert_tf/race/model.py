@@ -1,4 +1,4 @@
-"""The RACE model: each of the four choices through the encoder, one score per choice.
+"""The RACE model: each choice through the encoder, one score per choice.
 
 As the original's `run_race.create_model`: inputs [B, 4, S] run as [B*4, S], the
 pooled output of each row, dropout `--dropout_prob`, then one `output_weights` [1, H]
@@ -6,6 +6,8 @@ pooled output of each row, dropout `--dropout_prob`, then one `output_weights` [
 assigned by the `race` model kind below) gives a score per choice; the scores [B, 4] go
 through a softmax cross-entropy over the choices. Dropout is keyed by example and
 choice (`dropout.rows_per_example`), so the masks do not depend on the device count.
+The number of choices is the inputs' second axis: RACE has 4, a transformers
+`AlbertForMultipleChoice` folder any number.
 """
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ DEFAULT_DROPOUT = 0.1  # the original's --dropout_prob default
 class RaceModel(TaskModel):
     """Encoder + one score per choice.
 
-    Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, 4, S].
-    Returns float32 `logits` [B, 4] and `probabilities` (softmax over the choices).
+    Call on a dict of int32 `input_ids`, `input_mask`, `segment_ids` [B, C, S] (RACE: C = 4).
+    Returns float32 `logits` [B, C] and `probabilities` (softmax over the choices).
     """
 
     def __init__(self, encoder: AlbertModel | AlbertConfig, dropout_rate: float = DEFAULT_DROPOUT, **kwargs):
@@ -43,15 +45,18 @@ class RaceModel(TaskModel):
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         for name in ENCODER_INPUTS:
             shape = inputs[name].shape
-            if shape.rank is not None and (shape.rank != 3 or shape[1] not in (None, NUM_CHOICES)):
-                raise ValueError(f"RACE input '{name}' must have shape [batch, {NUM_CHOICES}, seq_length], "
-                                 f"got {shape}")
-        seq_length = inputs["input_ids"].shape[-1] or tf.shape(inputs["input_ids"])[-1]
+            if shape.rank is not None and shape.rank != 3:
+                raise ValueError(f"multiple-choice input '{name}' must have shape [batch, choices, seq_length] "
+                                 f"(RACE has {NUM_CHOICES} choices), got {shape}")
+        ids = inputs["input_ids"]
+        # Any number of choices (RACE's 4, or a transformers AlbertForMultipleChoice's).
+        choices = ids.shape[1] if ids.shape[1] is not None else tf.shape(ids)[1]
+        seq_length = ids.shape[-1] or tf.shape(ids)[-1]
         rows = {name: tf.reshape(inputs[name], [-1, seq_length]) for name in ENCODER_INPUTS}
-        with rows_per_example(NUM_CHOICES):  # row b*4+j is choice j of example b
+        with rows_per_example(choices):  # row b*choices+j is choice j of example b
             pooled = self.encoder(rows, training=training)["pooled_output"]
             scores = self.choice_scorer(self.output_dropout(pooled, training=training))
-        logits = tf.reshape(scores, [-1, NUM_CHOICES])
+        logits = tf.reshape(scores, [-1, choices])
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 8) -> dict[str, tf.Tensor]:

@@ -277,9 +277,10 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
 def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_heads: bool = False,
                        init_from_group0: bool = False) -> LoadReport:
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
-    With `allow_missing_heads` the pooler may be missing too (transformers' masked-LM,
-    question-answering and token-classification classes have none)."""
+    The pooler may be missing when the folder's class saves none (transformers'
+    masked-LM and question-answering classes), and with `allow_missing_heads`."""
     _ensure_built(model)
+    saves_pooler = hf.ARCHITECTURES.get(checkpoint.architecture, hf.ARCHITECTURES["AlbertModel"]).pooler
     notes = _config_notes(model.config, checkpoint)
     model_names = name_table.tf1_name_map(model)
     sources = {}
@@ -289,8 +290,8 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     shapes = {name: value.shape for name, value in checkpoint.tensors.items()}
     problems, missing_allowed = _fit(
         model_names, sources, shapes,
-        lambda name: allow_missing_heads and (not name_table.is_encoder_name(name)
-                                              or name.startswith(name_table.HF_POOLER_PREFIX)))
+        lambda name: (name.startswith(name_table.HF_POOLER_PREFIX) and (allow_missing_heads or not saves_pooler))
+        or (allow_missing_heads and not name_table.is_encoder_name(name)))
     if problems:
         raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
                                         for name, expected, found in problems))

@@ -23,8 +23,9 @@ FLOORS = {
     "finetuning": 7,  # the task interface and the one runner
     "glue": 8, "race": 8, "squad": 8, "pretraining": 8,  # the tasks: peers
     "conversion": 9, "export": 9,  # above the tasks: walk their registry, export their models
-    "cli": 10, "albert_tf": 10, "demo": 10,  # the package's public API, the drivers' plumbing
-    "drivers": 11,
+    "pretrained": 10,  # from_pretrained: opens any checkpoint through the converter's reading
+    "cli": 11, "albert_tf": 11, "demo": 11,  # the package's public API, the drivers' plumbing
+    "drivers": 12,
 }
 NAME = re.compile(r"albert_tf(\.\w+)+")
 

@@ -83,7 +83,7 @@ def test_one_hot_lookups_give_the_same_scores():
 def test_wrong_input_shape_is_named():
     model = build_race_model(CONFIG)
     flat = {k: tf.reshape(v, [8, 8]) for k, v in _inputs(2).items()}
-    with pytest.raises(ValueError, match=r"RACE input 'input_ids' must have shape \[batch, 4, seq_length\]"):
+    with pytest.raises(ValueError, match=r"multiple-choice input 'input_ids' must have shape \[batch, choices, seq_length\]"):
         model(flat)
 
 

@@ -178,6 +178,7 @@ def _check_export(export_dir, checkpoint, tmp_path):
     """The SavedModel and the TFLite file of --export_dir, reloaded, give the Keras model's logits."""
     import numpy as np
     import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter  # LiteRT: tf.lite.Interpreter is deprecated
 
     from albert_tf import AlbertConfig
     from albert_tf.squad.heads import SquadV1Model
@@ -194,7 +195,7 @@ def _check_export(export_dir, checkpoint, tmp_path):
     (saved,) = (export_dir / "saved_model").iterdir()
     served = tf.saved_model.load(str(saved)).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in feats.items()})
-    interpreter = tf.lite.Interpreter(model_path=str(export_dir / "albert_model.tflite"))
+    interpreter = Interpreter(model_path=str(export_dir / "albert_model.tflite"))
     lite = interpreter.get_signature_runner("serving_default")(**feats)
     for name in ("start_logits", "end_logits"):
         assert served[name].shape == (1, 128)
