@@ -133,9 +133,6 @@ def task_and_job_from_flags():
     if problems:
         raise ValueError("; ".join(problems))
     config = albert_config_from_flags(f, f.spm_model_file, None)
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(f.output_dir)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
         do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
@@ -159,7 +156,7 @@ def task_and_job_from_flags():
 def _has_checkpoints(output_dir: str) -> bool:
     from albert_tf.weights import files
 
-    return bool(files.all_checkpoints(output_dir)) or is_file(
+    return bool(files.known_checkpoints(output_dir)) or is_file(
         os.path.join(output_dir, files.BEST_BASENAME) + ".index")
 
 
@@ -168,8 +165,7 @@ def main(argv) -> int:
     del argv
     from albert_tf.squad import postprocess
 
-    task, job = task_and_job_from_flags()
-    produced = run_and_report(task, job, FLAGS)
+    produced = run_and_report(task_and_job_from_flags, FLAGS)
     if "metrics" in produced:
         print(format_eval_results(produced["metrics"], postprocess.RESULTS_LAYOUT), end="")
     for path in produced.get("export", ()):
