@@ -45,7 +45,7 @@ from absl import flags
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
                                          job_from_flags, run_and_report)
-from albert_tf.fileio import absolute, is_file
+from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 from albert_tf.training.results import format_eval_results
 
@@ -99,7 +99,8 @@ def _validate(config) -> list[str]:
         path = getattr(f, name)
         wanted = f.do_train if name == "train_file" else f.do_predict
         if wanted and path and not is_file(path):
-            problems.append(f"--{name}={path}: file not found")
+            problems.append(f"--{name}={path}: " + ("is a folder; expected a file" if is_dir(path)
+                                                      else "file not found"))
     if not f.spm_model_file:
         problems.append("--spm_model_file is required (SQuAD alignment works on SentencePiece pieces)")
     elif not is_file(f.spm_model_file):

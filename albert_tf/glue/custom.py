@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 from absl import logging
 
-from albert_tf.fileio import absolute, atomic_write_text, is_file, open_binary, read_text
+from albert_tf.fileio import absolute, atomic_write_text, is_dir, is_file, open_binary, read_text
 from albert_tf.glue.processors import GlueDataError, GlueProcessor, InputExample, SplitLayout, TaskSpec
 
 TASK_NAME = "custom"
@@ -61,7 +61,7 @@ def _decoded_lines(path: str) -> Iterator[str]:
 def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, {column: value}) for each row, checking that ``columns`` are there."""
     if not is_file(path):
-        raise GlueDataError(f"{path}: file not found")
+        raise GlueDataError(f"{path}: " + ("is a folder; expected a file" if is_dir(path) else "file not found"))
     rows = _json_rows(path) if fmt == "jsonl" else _delimited_rows(path, "\t" if fmt == "tsv" else ",")
     seen = False
     for line, row in rows:
