@@ -23,17 +23,47 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import uuid
 
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
-from albert_tf.fileio import is_remote
+from albert_tf.fileio import TMP_MARK, is_remote
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 CONFIG_ASSET = "albert_config.json"
 # The module attribute holding the variables by TF1 name (read by albert_tf.weights.loading).
 VARIABLES_ATTRIBUTE = "tf1_variables"
+
+
+# What tf.saved_model.save writes into a folder: an export of ours holds these and nothing else.
+SAVED_MODEL_ENTRIES = frozenset({"saved_model.pb", "fingerprint.pb", "variables", "assets"})
+
+
+def is_hub_export(path: str) -> bool:
+    """Whether the folder ``path`` is an earlier export of ours: a SavedModel (``saved_model.pb``) with
+    our config asset and nothing that tf.saved_model.save does not write."""
+    entries = set(tf.io.gfile.listdir(path))
+    entries = {e.rstrip("/") for e in entries}
+    return ("saved_model.pb" in entries and entries <= SAVED_MODEL_ENTRIES
+            and tf.io.gfile.exists(os.path.join(path, "assets", CONFIG_ASSET)))
+
+
+def check_export_path(export_path: str) -> None:
+    """Refuses (one line) an ``--export_path`` whose contents an export would destroy: a file, or a
+    folder holding anything but an earlier export of ours. Called before any work."""
+    if not tf.io.gfile.exists(export_path):
+        return
+    if not tf.io.gfile.isdir(export_path):
+        raise ValueError(f"--export_path={export_path} is a file; expected a folder for the SavedModel "
+                         f"(a new one, or an earlier export to replace)")
+    entries = sorted(e.rstrip("/") for e in tf.io.gfile.listdir(export_path))
+    if entries and not is_hub_export(export_path):
+        foreign = [e for e in entries if e not in SAVED_MODEL_ENTRIES] or entries
+        raise ValueError(f"--export_path={export_path} holds files that are not an export of this tool "
+                         f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); not replacing them: "
+                         f"give a new or empty folder")
 
 
 def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
@@ -116,7 +146,9 @@ class HubModule(tf.Module):
 def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None = None,
                       vocab_file: str | None = None, do_lower_case: bool = True,
                       max_seq_length: int = 128) -> str:
-    """Writes the SavedModel to `export_path` (via a temporary folder, then a rename)."""
+    """Writes the SavedModel to `export_path` (via a temporary folder, then a rename), replacing an
+    earlier export there; anything else there is refused (``check_export_path``)."""
+    check_export_path(export_path)
     if bool(spm_model_file) == bool(vocab_file):
         raise ValueError("give exactly one of spm_model_file (SentencePiece) or vocab_file (WordPiece)")
     if vocab_file:
@@ -146,10 +178,11 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
             shutil.rmtree(config_dir, ignore_errors=True)
         return export_path
     export_path = os.path.abspath(export_path)
-    tmp, old = export_path + ".tmp-export", export_path + ".old-export"
+    unique = f"{TMP_MARK}{uuid.uuid4().hex}"  # names nobody else's file can have
+    tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
     try:
-        shutil.rmtree(tmp, ignore_errors=True)
         tf.saved_model.save(module, tmp, signatures=module.signatures())
+        check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
         if os.path.exists(export_path):  # keep the previous export until the new one is in place
             os.replace(export_path, old)
         os.replace(tmp, export_path)

@@ -24,6 +24,24 @@ def is_remote(path: str | os.PathLike) -> bool:
     return "://" in os.fspath(path)
 
 
+def umask_mode(mode: int = 0o666) -> int:
+    """``mode`` less the process's umask: what ``open()`` gives a new file (0644 under umask 022)."""
+    return mode & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux shows it; reading it elsewhere means setting it, a moment when other threads see 0
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
@@ -39,6 +57,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
     os.close(fd)
     try:
+        os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it
         yield tmp
         os.replace(tmp, path)
     except BaseException:
@@ -53,6 +72,7 @@ def _remote_output(path: str) -> Iterator[str]:
 
     fd, local = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp")
     os.close(fd)
+    os.chmod(local, umask_mode())
     remote_tmp = f"{path}{TMP_MARK}{uuid.uuid4().hex}"
     try:
         yield local

@@ -10,7 +10,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_features
 from albert_tf.modeling.models import AlbertPretrainer
-from albert_tf.training.checkpoint_policy import CheckpointEvaluator
+from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.data.input_pipeline import make_tfrecord_dataset
 from albert_tf.training.loop import Task, Trainer
 from albert_tf.training.results import ResultsLayout

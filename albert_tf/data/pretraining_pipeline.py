@@ -37,9 +37,9 @@ buckets (about the size of the output) and, in phase 3, pieces of the output.
 No process imports TensorFlow: the records are encoded and framed by `tfrecord`.
 """
 from __future__ import annotations
-from __future__ import annotations
 
 import collections
+import errno
 import math
 import os
 import resource
@@ -201,13 +201,32 @@ def _write_outputs(config: PipelineConfig, runner: Runner, scatter: ScatterFacts
             os.close(output)
 
 
+# Why an output cannot be written, by errno: the one line a user gets instead of "[Errno 28]".
+_WRITE_PROBLEMS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                   errno.EPERM: "permission denied"}
+
+
 def create_pretraining_data(config: PipelineConfig) -> dict:
     """Runs the whole job; returns the summary (also written as JSON next to the output).
 
     Outputs are written under temporary names and renamed only on success; on
     any error or interrupt they and the temporary directory are removed and the
-    error propagates.
+    error propagates. An output that cannot be written (full disk, read-only or forbidden
+    folder) is a ``PretrainingDataError`` naming the path.
     """
+    try:
+        return _create_pretraining_data(config)
+    except OSError as e:
+        problem = _WRITE_PROBLEMS.get(e.errno)
+        if problem is None or (e.filename and os.path.abspath(e.filename) in map(os.path.abspath, config.input_files)):
+            raise
+        where = e.filename or ", ".join(config.output_files[:3]) + (" ..." if len(config.output_files) > 3 else "")
+        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if config.tmp_dir else ""
+        raise PretrainingDataError(f"cannot write {where}{tmp}: {problem}") from None
+
+
+def _create_pretraining_data(config: PipelineConfig) -> dict:
     validate(config)
     tokenizer = check_tokenizer(config)
     vocab = {"vocab_size": tokenizer.vocab_size,

@@ -32,7 +32,8 @@ flags.DEFINE_string("checkpoint", None, "Checkpoint to export (Google TF1, TF-Hu
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model (English releases).")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese releases), instead of --spm_model_file.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case text before tokenizing (as the model was trained).")
-flags.DEFINE_string("export_path", None, "Folder to write the SavedModel to (replaced if it exists).")
+flags.DEFINE_string("export_path", None, "Folder to write the SavedModel to: a new or empty one, or an earlier export "
+                    "of this tool (replaced); anything else is refused.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the raw-text serving signature.")
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
@@ -64,9 +65,10 @@ def main(argv) -> int:
     _fill_from_albert_directory()
     require_flags(FLAGS, *REQUIRED)
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
-    from albert_tf.export import export_hub_module
+    from albert_tf.export import check_export_path, export_hub_module
     from albert_tf.vocab_check import check_tokenizer
 
+    check_export_path(FLAGS.export_path)  # before any work: never replace what we did not write
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
     model = AlbertPretrainer(config)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from absl import flags, logging
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import reports_errors, require_flags
 
 
 def define_model_flags(max_seq_length: int, max_seq_length_help: str) -> None:
@@ -123,12 +123,22 @@ def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] |
     return parse_bucket_lengths(",".join(values), max_seq_length) if values else None
 
 
-def run_and_report(task, job, f: flags.FlagValues) -> dict[str, Any]:
-    """Builds the strategy from the flags, runs the job and logs where each output went."""
+def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagValues) -> dict[str, Any]:
+    """Builds the strategy from the flags, takes ``--output_dir``'s run lock (before anything is written
+    there: the task may cache features into it), makes the task and job, runs it and logs where each
+    output went."""
+    from albert_tf.fileio import absolute
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
+    from albert_tf.training.distribution import worker_info
+    from albert_tf.training.run_lock import output_dir_lock
 
-    produced = run(task, job, strategy_from_flags(f))
+    require_flags(f, "output_dir")
+    strategy = strategy_from_flags(f)
+    worker = worker_info(strategy)
+    with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index, f.take_over_run_lock):
+        task, job = task_and_job_from_flags()
+        produced = run(task, job, strategy)
     for name, value in produced.items():
         logging.info("%s: %s", name, value)
     return produced
@@ -140,8 +150,7 @@ def finetuning_main(task_and_job_from_flags: Callable[[], tuple]) -> Callable[[l
     def main(argv: list[str]) -> int:
         del argv
         logging.set_verbosity(logging.INFO)
-        task, job = task_and_job_from_flags()
-        run_and_report(task, job, flags.FLAGS)
+        run_and_report(task_and_job_from_flags, flags.FLAGS)
         return 0
 
     main.__module__ = task_and_job_from_flags.__module__  # errors are reported under the driver's name

@@ -55,12 +55,12 @@ def _check_flags() -> None:
 def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig
-    from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
-    from albert_tf.training import (Trainer, create_optimizer, one_hot_embeddings, strategy_from_flags,
-                                    train_config_from_flags)
+    from albert_tf.training import strategy_from_flags
     from albert_tf.data.input_pipeline import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
-    from albert_tf.weights.files import all_checkpoints
+    from albert_tf.fileio import absolute
+    from albert_tf.training.distribution import worker_info
+    from albert_tf.training.run_lock import output_dir_lock
 
     require_flags(FLAGS, *REQUIRED)
     _check_flags()
@@ -68,6 +68,19 @@ def main(argv) -> int:
     if FLAGS.input_file:
         check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file)
     strategy = strategy_from_flags()
+    worker = worker_info(strategy)
+    # The run lock before the first write (the evaluation of checkpoints left by an earlier run).
+    with output_dir_lock(absolute(FLAGS.output_dir), worker.num_workers, worker.worker_index,
+                         FLAGS.take_over_run_lock):
+        _train_and_evaluate(config, strategy)
+    return 0
+
+
+def _train_and_evaluate(config, strategy) -> None:
+    from albert_tf.pretraining import checkpoint_evaluator, pretraining_task
+    from albert_tf.training import Trainer, create_optimizer, one_hot_embeddings, train_config_from_flags
+    from albert_tf.weights.files import known_checkpoints
+
     task = pretraining_task(
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
         FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
@@ -83,7 +96,7 @@ def main(argv) -> int:
     if FLAGS.do_eval:
         # Each checkpoint is evaluated once: those an earlier run left, then each one as it is saved.
         evaluator = checkpoint_evaluator(trainer, FLAGS.max_eval_steps)
-        if not FLAGS.do_train and not all_checkpoints(FLAGS.output_dir):
+        if not FLAGS.do_train and not known_checkpoints(FLAGS.output_dir):
             raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
         evaluator.evaluate_pending()
     if FLAGS.do_train:
@@ -93,7 +106,6 @@ def main(argv) -> int:
         print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
     if evaluator is not None and trainer.worker.is_chief:
         print(f"eval results in {evaluator.results_path}; best checkpoint {evaluator.keeper.best_prefix}")
-    return 0
 
 
 run = entry_point(main)

@@ -45,7 +45,7 @@ from absl import flags
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
                                          job_from_flags, run_and_report)
-from albert_tf.fileio import absolute, is_file
+from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 from albert_tf.training.results import format_eval_results
 
@@ -99,7 +99,8 @@ def _validate(config) -> list[str]:
         path = getattr(f, name)
         wanted = f.do_train if name == "train_file" else f.do_predict
         if wanted and path and not is_file(path):
-            problems.append(f"--{name}={path}: file not found")
+            problems.append(f"--{name}={path}: " + ("is a folder; expected a file" if is_dir(path)
+                                                      else "file not found"))
     if not f.spm_model_file:
         problems.append("--spm_model_file is required (SQuAD alignment works on SentencePiece pieces)")
     elif not is_file(f.spm_model_file):
@@ -133,9 +134,6 @@ def task_and_job_from_flags():
     if problems:
         raise ValueError("; ".join(problems))
     config = albert_config_from_flags(f, f.spm_model_file, None)
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(f.output_dir)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
         do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
@@ -159,7 +157,7 @@ def task_and_job_from_flags():
 def _has_checkpoints(output_dir: str) -> bool:
     from albert_tf.weights import files
 
-    return bool(files.all_checkpoints(output_dir)) or is_file(
+    return bool(files.known_checkpoints(output_dir)) or is_file(
         os.path.join(output_dir, files.BEST_BASENAME) + ".index")
 
 
@@ -168,8 +166,7 @@ def main(argv) -> int:
     del argv
     from albert_tf.squad import postprocess
 
-    task, job = task_and_job_from_flags()
-    produced = run_and_report(task, job, FLAGS)
+    produced = run_and_report(task_and_job_from_flags, FLAGS)
     if "metrics" in produced:
         print(format_eval_results(produced["metrics"], postprocess.RESULTS_LAYOUT), end="")
     for path in produced.get("export", ()):

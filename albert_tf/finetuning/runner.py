@@ -30,11 +30,13 @@ from albert_tf.data import batching, datasets
 from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
-from albert_tf.training.checkpoint_policy import BestCheckpointKeeper, CheckpointEvaluator, newest_intact_weights
+from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper, CheckpointEvaluator
+from albert_tf.training.checkpoint_policy import newest_intact_weights
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE
+from albert_tf.training.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
 from albert_tf.weights import files, fine_tuning_init, load_checkpoint
@@ -177,7 +179,7 @@ class _Runner:
     def evaluate_without_training(self):
         model = self.built_model()
         evaluator = self.checkpoint_evaluator(model)
-        if not evaluator.pending() and not files.all_checkpoints(self.job.output_dir):
+        if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
         else:
             evaluator.evaluate_pending()
@@ -202,7 +204,14 @@ class _Runner:
             raise ValueError(f"at least one of {', '.join(stages[:-1])} or {stages[-1]} is needed")
         task.check_splits([s for s, wanted in zip(("train", "dev", "test"), (job.do_train, job.do_eval,
                                                                             job.do_predict)) if wanted])
-        tf.io.gfile.makedirs(job.output_dir)
+        worker = worker_info(self.strategy)
+        take_over = job.train is not None and job.train.take_over_run_lock
+        # The lock before the first write (labels.txt, cached features): a refused run writes nothing.
+        with output_dir_lock(job.output_dir, worker.num_workers, worker.worker_index, take_over):
+            return self._run_stages()
+
+    def _run_stages(self) -> dict[str, Any]:
+        job, task = self.job, self.task
         if worker_info(self.strategy).is_chief:
             task.prepare(job.output_dir)
             logging.info("Batch lengths: %s", self.lengths.describe())

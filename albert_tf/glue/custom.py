@@ -26,7 +26,7 @@ from typing import Any, Iterator, Sequence
 
 from absl import logging
 
-from albert_tf.fileio import absolute, atomic_write_text, is_file, read_text
+from albert_tf.fileio import absolute, atomic_write_text, is_dir, is_file, read_text
 from albert_tf.glue.processors import GlueProcessor, InputExample, SplitLayout, TaskSpec
 from albert_tf.glue.tables import GlueDataError, header_rows
 
@@ -55,7 +55,7 @@ def file_format(path: str, given: str | None = None) -> str:
 def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, {column: value}) for each row, checking that ``columns`` are there."""
     if not is_file(path):
-        raise GlueDataError(f"{path}: file not found")
+        raise GlueDataError(f"{path}: " + ("is a folder; expected a file" if is_dir(path) else "file not found"))
     seen = False
     for line, row in header_rows(path, fmt):
         seen = True

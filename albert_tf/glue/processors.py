@@ -24,7 +24,7 @@ import dataclasses
 import os
 from typing import Iterator, Sequence
 
-from albert_tf.fileio import is_file
+from albert_tf.fileio import is_dir, is_file
 from albert_tf.glue.tables import GlueDataError, tsv_rows
 
 SPLITS = ("train", "dev", "test")
@@ -315,7 +315,7 @@ class GlueProcessor:
         path = self.data_file(data_dir, split)
         if not is_file(path):
             raise FileNotFoundError(
-                f"GLUE {self.spec.name} {split} file not found: {path} "
+                f"GLUE {self.spec.name} {split} file {'is a folder' if is_dir(path) else 'not found'}: {path} "
                 f"(expected --data_dir to contain {self.spec.folder}/{self.spec.splits[split].file})"
             )
         layout = self.spec.splits[split]

@@ -15,37 +15,30 @@ The files themselves (atomic prefixes, the ``checkpoint`` state file) are writte
   half-synced file, a save killed before it was updated): every ``model.ckpt-<step>`` on
   disk or in the state file is a candidate, newest first; damaged ones are skipped with a
   warning; when there are checkpoints but none is intact the run stops (never from step 0);
-- after each save, the Trainer calls its save hooks. ``CheckpointEvaluator`` is the hook
-  the drivers use: it evaluates each checkpoint once, before pruning can delete it, keeps
-  the best by one metric as ``model.ckpt-best`` (``best_trial.txt``) and adds a block to
-  ``eval_results.txt``. So pretraining and GLUE evaluate after each save the same way.
+- after each save, the Trainer calls its save hooks (``checkpoint_evaluation.CheckpointEvaluator``
+  is the one the drivers use).
+
+The state file is never trusted: every ``model.ckpt-<step>`` on disk counts for resume and
+retention whatever it says, and when it is missing, empty, garbled, not UTF-8 or names missing
+checkpoints, the chief rewrites it from what is there when the run resumes.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import tensorflow as tf
 from absl import logging
-from google.protobuf import text_format
 
-from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.training import faults
 from albert_tf.training.distribution import WorkerInfo
-from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
 from albert_tf.weights import files
 from albert_tf.weights.errors import CheckpointError
 
-BEST_TRIAL_FILENAME = "best_trial.txt"
 # The key of the [workers, local replicas, global batch] an input position was saved under.
 TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
 _GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-# What reading a garbled state file raises.
-_STATE_FILE_ERRORS = (tf.errors.OpError, text_format.ParseError)
 
 
 def input_state_prefix(checkpoint_path: str, worker_index: int | str) -> str:
@@ -63,16 +56,8 @@ def _saved_topology(prefix: str) -> list[int]:
 def checkpoint_candidates(output_dir: str) -> list[str]:
     """Every ``model.ckpt-<step>`` with an index on disk or named by the state file, newest first
     (data shards without an index are an interrupted save, not a checkpoint)."""
-    pattern = re.compile(re.escape(files.CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
-    found = {os.path.join(output_dir, name[: -len(".index")])
-             for name in tf.io.gfile.listdir(output_dir) if pattern.match(name)}
-    try:
-        listed = files.all_checkpoints(output_dir)
-    except _STATE_FILE_ERRORS as e:
-        logging.warning("%s is unreadable (%s): looking for checkpoints on disk only.",
-                        os.path.join(output_dir, files.STATE_FILENAME), e)
-        listed = []
-    found.update(p for p in listed if files.step_of(p) is not None)
+    found = set(files.checkpoints_on_disk(output_dir))
+    found.update(p for p in files.all_checkpoints(output_dir) if files.step_of(p) is not None)
     return sorted(found, key=lambda p: files.step_of(p), reverse=True)
 
 
@@ -123,8 +108,23 @@ class CheckpointPolicy:
         if self.worker.is_chief:
             files.remove_stale_temporaries(self.output_dir)
         self.last_written = self.resume_point()
+        if self.worker.is_chief and self.last_written is not None:
+            self._repair_state_file(self.last_written)
         self._check_workers_agree(self.last_written)
         return self.last_written
+
+    def _repair_state_file(self, latest: str) -> None:
+        """Rewrites the state file from the checkpoints on disk, ``latest`` (the resume point) last,
+        when it does not read, names missing checkpoints or names another latest one."""
+        problem = files.state_file_problem(self.output_dir)
+        if problem is None and files.latest_checkpoint(self.output_dir) == latest:
+            return
+        older = [p for p in files.known_checkpoints(self.output_dir)
+                 if (files.step_of(p) or 0) < (files.step_of(latest) or 0)]
+        logging.warning("%s: rewriting it from the checkpoints on disk (%d, the latest %s).",
+                        problem or f"{files.STATE_FILENAME} names a damaged latest checkpoint", len(older) + 1,
+                        latest)
+        files.write_state_file(self.output_dir, latest, older + [latest])
 
     def _check_workers_agree(self, latest: str | None) -> None:
         """Multi-worker: every worker must resume from the same step (shared output_dir)."""
@@ -261,110 +261,3 @@ class CheckpointPolicy:
             prefix = index[: -len(".index")]
             for f in tf.io.gfile.glob(prefix + ".*"):
                 tf.io.gfile.remove(f)
-
-
-class BestCheckpointKeeper:
-    """Keeps the best checkpoint by one eval metric as ``model.ckpt-best``.
-
-    ``best_trial.txt`` holds ``<last evaluated step>:<best step>:<best value>``, the
-    original run_classifier's format, so the choice survives reruns.
-    """
-
-    def __init__(self, output_dir: str, metric: str, higher_is_better: bool = True):
-        self.output_dir = output_dir
-        self.metric = metric
-        self.higher_is_better = higher_is_better
-        self.best_prefix = os.path.join(output_dir, files.BEST_BASENAME)
-        self.info_path = os.path.join(output_dir, BEST_TRIAL_FILENAME)
-
-    def read(self) -> tuple[int, int, float | None]:
-        """(last evaluated step, best step, best value); (-1, -1, None) before any."""
-        text = read_text(self.info_path)
-        if text is None:
-            return -1, -1, None
-        last, best_step, value = text.strip().split(":")
-        best = float(value)
-        return int(last), int(best_step), None if math.isnan(best) else best  # NaN: nothing best yet
-
-    def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
-        """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the
-        best so far.  Returns whether it was."""
-        if self.metric not in results:
-            raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
-        value = float(results[self.metric])
-        step = files.step_of(checkpoint_path)
-        step = -1 if step is None else step
-        _, best_step, best = self.read()
-        # A NaN metric is never the best (and a NaN best could never be beaten: every comparison is False).
-        better = not math.isnan(value) and (best is None or (value > best if self.higher_is_better
-                                                               else value < best))
-        if math.isnan(value):
-            logging.warning("%s = nan at step %d: this checkpoint cannot be the best", self.metric, step)
-        if better:
-            files.copy_checkpoint(checkpoint_path, self.best_prefix)
-            best_step, best = step, value
-            logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
-        atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
-        return better
-
-
-class CheckpointEvaluator:
-    """Evaluates each checkpoint of a run once, in step order; keeps the best and writes
-    ``eval_results.txt`` (in ``layout``).
-
-    evaluate: ``evaluate(checkpoint_path) -> results``, run with the checkpoint's weights
-      in the model (``after_save``: they are already; otherwise ``load`` puts them there,
-      or ``evaluate`` reads them itself when ``load`` is None).
-    writes: False on workers that take part in evaluation but write no file.
-    """
-
-    def __init__(self, output_dir: str, evaluate: Callable[[str], Mapping[str, Any]], key_metric: str,
-                 layout: ResultsLayout, load: Callable[[str], None] | None = None,
-                 higher_is_better: bool = True, writes: bool = True):
-        self.output_dir = output_dir
-        self.evaluate = evaluate
-        self.load = load
-        self.layout = layout
-        self.writes = writes
-        self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
-        self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
-
-    def pending(self) -> list[str]:
-        """Checkpoints in the state file that no evaluation has seen yet, oldest first."""
-        last, _, _ = self.keeper.read()
-        found = [p for p in files.all_checkpoints(self.output_dir)
-                 if files.step_of(p) is not None and tf.io.gfile.exists(p + ".index")]
-        return sorted((p for p in found if files.step_of(p) > last), key=files.step_of)
-
-    def evaluate_pending(self) -> int:
-        """Evaluates each not-yet-evaluated checkpoint (left by an interrupted run, or an
-        eval-only run's); returns how many."""
-        paths = self.pending()
-        for path in paths:
-            if self.load is not None:
-                self.load(path)
-            self._record(path, self.evaluate(path))
-        return len(paths)
-
-    def after_save(self, checkpoint_path: str) -> Mapping[str, Any]:
-        """The Trainer's save hook: the model holds the checkpoint's weights."""
-        results = self.evaluate(checkpoint_path)
-        self._record(checkpoint_path, results)
-        return results
-
-    def evaluate_external(self, path: str) -> Mapping[str, Any]:
-        """Evaluates a checkpoint from outside output_dir (e.g. --init_checkpoint): written,
-        but never the best of this run."""
-        if self.load is not None:
-            self.load(path)
-        results = self.evaluate(path)
-        if self.writes:
-            write_eval_results(self.results_path, results, self.layout)
-        return results
-
-    def _record(self, path: str, results: Mapping[str, Any]) -> None:
-        if not self.writes:
-            return
-        self.keeper.update(path, results)
-        _, _, best = self.keeper.read()
-        write_eval_results(self.results_path, results, self.layout, best)

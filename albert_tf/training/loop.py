@@ -50,7 +50,7 @@ from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import ExampleMeans
 from albert_tf.training.optimizers import learning_rate_at
 from albert_tf.training.reporting import Interval, Reporter
-from albert_tf.training.run_lock import RunLock, lock_path
+from albert_tf.training.run_lock import output_dir_lock
 from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly
 from albert_tf.training.step import step_seed  # noqa: F401  (re-exported: the public name)
 from albert_tf.training.step import (LossFn, StepSettings, TrainStep, compiles_with_xla, split_loss_output,
@@ -295,9 +295,8 @@ class Trainer:
         cfg = self.config
         if self.task.train_dataset_fn is None:
             raise ValueError("the task has no train_dataset_fn")
-        tf.io.gfile.makedirs(cfg.output_dir)
-        path = lock_path(cfg.output_dir, self.worker.num_workers, self.worker.worker_index)
-        with RunLock(path, take_over=cfg.take_over_run_lock), faults.reporting_lost_workers(
+        with output_dir_lock(cfg.output_dir, self.worker.num_workers, self.worker.worker_index,
+                             cfg.take_over_run_lock), faults.reporting_lost_workers(
                 self.worker, lambda: int(self.global_step.numpy()), self.policy.last_intact):
             return self._train()
 

@@ -13,16 +13,18 @@ window of two runs starting at the same instant.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import socket
+from typing import Iterator
 
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import atomic_write_text, is_remote, read_text
+from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text
 
 LOCK_FILENAME = "run.lock"
 
@@ -142,3 +144,37 @@ class RunLock:
 def describe(holder: dict) -> str:
     return (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, "
             f"started {holder.get('started', '?')}")
+
+
+# Lock files this process holds, with how many ``output_dir_lock`` blocks hold each: a driver
+# takes the lock before its first write and the Trainer inside it finds it already held.
+_held: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0,
+                    take_over: bool = False) -> Iterator[str]:
+    """Holds ``output_dir``'s run lock (creating the folder) for the block; nested blocks of this process
+    share it. A folder this block created that is still empty at the end is removed again (a refused or
+    failed run leaves nothing behind). Yields the lock file's path."""
+    output_dir = absolute(output_dir)  # one key for one folder, however it was named
+    path = lock_path(output_dir, num_workers, worker_index)
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield path
+        finally:
+            _held[path] -= 1
+        return
+    created = not tf.io.gfile.exists(output_dir)
+    tf.io.gfile.makedirs(output_dir)
+    try:
+        with RunLock(path, take_over=take_over):
+            _held[path] = 1
+            try:
+                yield path
+            finally:
+                del _held[path]
+    finally:
+        if created and not is_remote(output_dir) and os.path.isdir(output_dir) and not os.listdir(output_dir):
+            os.rmdir(output_dir)

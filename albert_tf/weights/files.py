@@ -130,26 +130,97 @@ def write_checkpoint_atomically(checkpoint: tf.train.Checkpoint, prefix: str) ->
     return write_prefix_atomically(checkpoint.write, prefix)
 
 
+# What reading an untrustworthy state file raises: empty ("Invalid checkpoint state"), not UTF-8
+# (a power loss, a bad copy), unreadable. A garbled one reads as None.
+_STATE_READ_ERRORS = (ValueError, UnicodeDecodeError, tf.errors.OpError)
+_STEP_INDEX = re.compile(re.escape(CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
+
+
+def _listed(output_dir: str) -> list[str] | None:
+    """The checkpoints the state file lists, oldest first; None when it is missing or unreadable."""
+    try:
+        state = tf.train.get_checkpoint_state(output_dir)
+    except _STATE_READ_ERRORS:
+        return None
+    if state is None:
+        return None
+    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+
+
 def all_checkpoints(output_dir: str) -> list[str]:
     """The checkpoints the state file lists, oldest first, as paths usable from here
-    (tf.train.get_checkpoint_state already puts ``output_dir`` before relative entries)."""
-    state = tf.train.get_checkpoint_state(output_dir)
-    if state is None:
+    (tf.train.get_checkpoint_state already puts ``output_dir`` before relative entries); none
+    when it is missing, empty, garbled or not UTF-8 (``state_file_problem`` says which)."""
+    return _listed(output_dir) or []
+
+
+def checkpoints_on_disk(output_dir: str) -> list[str]:
+    """Every ``model.ckpt-<step>`` of ``output_dir`` with an index file, oldest first: what is there,
+    whatever the state file says."""
+    if not tf.io.gfile.isdir(output_dir):
         return []
-    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    found = [os.path.join(output_dir, name[: -len(".index")])
+             for name in tf.io.gfile.listdir(output_dir) if _STEP_INDEX.match(name)]
+    return sorted(found, key=step_of)
+
+
+def state_file_problem(output_dir: str) -> str | None:
+    """Why ``output_dir``'s state file does not describe its checkpoints, naming it; None when it
+    reads and names only checkpoints whose index is there (or when there is neither file nor checkpoint)."""
+    path = os.path.join(output_dir, STATE_FILENAME)
+    if not tf.io.gfile.exists(path):
+        return f"{path} is missing" if checkpoints_on_disk(output_dir) else None
+    try:
+        state = tf.train.get_checkpoint_state(output_dir)
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text"
+    except _STATE_READ_ERRORS as e:
+        text = getattr(e, "message", None) or str(e)
+        return f"{path} is empty" if "Invalid checkpoint state" in text else f"{path} is unreadable ({text})"
+    if state is None:
+        return f"{path} is garbled"
+    missing = [p for p in _listed(output_dir) or [] if not tf.io.gfile.exists(p + ".index")]
+    if missing:
+        return f"{path} names missing checkpoint(s) {', '.join(os.path.basename(p) for p in missing)}"
+    return None
+
+
+def latest_checkpoint(output_dir: str) -> str | None:
+    """The state file's latest checkpoint when it reads and its index is there, else the newest one
+    on disk (``tf.train.latest_checkpoint`` with a state file that is not trusted)."""
+    if tf.io.gfile.exists(os.path.join(output_dir, STATE_FILENAME)) and state_file_problem(output_dir) is None:
+        state = tf.train.get_checkpoint_state(output_dir)
+        if state is not None and tf.io.gfile.exists(state.model_checkpoint_path + ".index"):
+            return state.model_checkpoint_path
+    on_disk = checkpoints_on_disk(output_dir)
+    return on_disk[-1] if on_disk else None
+
+
+def write_state_file(output_dir: str, latest: str, checkpoints: list[str]) -> None:
+    """Replaces the state file (atomically): ``latest`` first, then ``checkpoints`` oldest first."""
+    rel = lambda p: os.path.relpath(p, output_dir) if p.startswith(output_dir) else p  # noqa: E731
+    lines = [f'model_checkpoint_path: "{rel(latest)}"']
+    lines += [f'all_model_checkpoint_paths: "{rel(p)}"' for p in checkpoints]
+    atomic_write_text(os.path.join(output_dir, STATE_FILENAME), "\n".join(lines) + "\n")
+
+
+def known_checkpoints(output_dir: str) -> list[str]:
+    """The checkpoints of ``output_dir`` with an index, oldest first: those on disk and those the
+    state file lists (which may sit elsewhere)."""
+    found = {p for p in all_checkpoints(output_dir) if tf.io.gfile.exists(p + ".index")}
+    found.update(checkpoints_on_disk(output_dir))
+    return sorted(found, key=lambda p: (step_of(p) is not None, step_of(p) or 0))
 
 
 def update_state_file(output_dir: str, checkpoint_path: str, keep_checkpoint_max: int) -> list[str]:
     """Makes ``checkpoint_path`` the latest; drops (and deletes) all but the newest
-    ``keep_checkpoint_max`` (0 or less: keep all).  Returns the deleted prefixes."""
-    kept = [p for p in all_checkpoints(output_dir) if p != checkpoint_path] + [checkpoint_path]
+    ``keep_checkpoint_max`` (0 or less: keep all) of the checkpoints there are (``known_checkpoints``:
+    on disk or listed, whatever state the file was in).  Returns the deleted prefixes."""
+    kept = [p for p in known_checkpoints(output_dir) if p != checkpoint_path] + [checkpoint_path]
     removed: list[str] = []
     if keep_checkpoint_max > 0 and len(kept) > keep_checkpoint_max:
         removed, kept = kept[:-keep_checkpoint_max], kept[-keep_checkpoint_max:]
-    rel = lambda p: os.path.relpath(p, output_dir) if p.startswith(output_dir) else p  # noqa: E731
-    lines = [f'model_checkpoint_path: "{rel(checkpoint_path)}"']
-    lines += [f'all_model_checkpoint_paths: "{rel(p)}"' for p in kept]
-    atomic_write_text(os.path.join(output_dir, STATE_FILENAME), "\n".join(lines) + "\n")
+    write_state_file(output_dir, checkpoint_path, kept)
     for prefix in removed:
         delete_checkpoint(prefix)
     return removed

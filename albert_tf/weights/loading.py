@@ -54,7 +54,7 @@ def resolve_checkpoint(path: str) -> str:
 
 def _find_checkpoint(path: str) -> str:
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        latest = files.latest_checkpoint(path)  # the state file's, else the newest on disk
         if latest:
             return latest
         hub_variables = os.path.join(path, "variables", "variables")
@@ -221,7 +221,7 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
         for name, expected, found in problems:
             found_text = "missing" if found is None else f"found shape {list(found)}"
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
-                         f"check config field {name_table.likely_config_field(name, expected, found)}")
+                         f"{name_table.mismatch_hint(name, expected, found)}")
         raise CheckpointError("\n".join(lines))
     used = _assign(model_names, sources, reader.get_tensor)
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
@@ -256,8 +256,7 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
     if found is not None:
         hf_name, file, transposed = checkpoint.origin[source]
         return (f"{file}: tensor {hf_name} has shape {hf_layout(found, transposed)}, expected "
-                f"{hf_layout(expected, transposed)}; check config field "
-                f"{name_table.likely_config_field(name, expected, found)}")
+                f"{hf_layout(expected, transposed)}; {name_table.mismatch_hint(name, expected, found)}")
     mapped = name_table.hf_name(name)
     if mapped is None:
         return f"{checkpoint.weights_path}: Hugging Face has no counterpart of {name}, which the model needs"

@@ -109,6 +109,17 @@ def group0_source_name(name: str) -> str:
     return re.sub(r"/ffn_\d+/", "/ffn_1/", name)
 
 
+def mismatch_hint(name: str, expected: tuple, found: tuple | None) -> str:
+    """What to check after a shape mismatch: a config field, or for a classifier head whose first
+    dimension differs, the number of labels (which no config field holds)."""
+    leaf = name.rsplit("/", 1)[-1]
+    if (found is not None and leaf in ("output_weights", "output_bias") and not name.startswith("cls/")
+            and expected[0] != found[0]):
+        return (f"the number of labels differs (the checkpoint's head has {found[0]}, this task {expected[0]}): "
+                f"check labels.txt in --output_dir and the task's labels")
+    return f"check config field {likely_config_field(name, expected, found)}"
+
+
 def likely_config_field(name: str, expected: tuple | None, found: tuple | None) -> str:
     """A hint at which config field differs, for mismatch and missing-variable errors."""
     if found is None:

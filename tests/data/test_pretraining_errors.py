@@ -131,3 +131,43 @@ def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_mod
     for shard in ("00000-of-00002", "00001-of-00002"):
         assert (tmp_path / f"out.tfrecord-{shard}").read_bytes() == (tmp_path / "single" / f"out.tfrecord-{shard}"
                                                                       ).read_bytes()
+
+
+@pytest.mark.parametrize("err,problem", [
+    (OSError(28, "No space left on device"), "the disk is full"),  # what a full disk gives: no file name
+    (OSError(30, "Read-only file system", "OUT"), "the file system is read-only"),
+])
+def test_unwritable_output_is_one_line_naming_the_path(tmp_path, spm_model, make_config, botchan_corpus,
+                                                       monkeypatch, err, problem):
+    """Fault injection where the tool writes: the error names the path and what happened, and
+    nothing is left behind."""
+    import albert_tf.data.pretraining_pipeline as pipeline
+
+    out = tmp_path / "out.tfrecord"
+    if err.filename == "OUT":  # a read-only folder refuses the first file made in it, the work folder
+        err = OSError(err.errno, err.strerror, str(tmp_path / "out.tfrecord.tmp-x"))
+
+        def refuse(*args, **kwargs):
+            raise err
+        monkeypatch.setattr(pipeline.tempfile, "mkdtemp", refuse)
+    else:
+        def full(*args, **kwargs):
+            raise err
+        monkeypatch.setattr(pipeline, "_write_outputs", full)
+    with pytest.raises(PretrainingDataError) as caught:
+        create_pretraining_data(make_config(botchan_corpus, spm_model, [out]))
+    where = err.filename or str(out)
+    assert str(caught.value) == f"cannot write {where}: {problem}"
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_outputs_and_summary_get_the_umask_mode(tmp_path, spm_model, make_config, botchan_corpus, mask):
+    out = tmp_path / "out.tfrecord"
+    old = os.umask(mask)
+    try:
+        summary = create_pretraining_data(make_config(botchan_corpus, spm_model, [out]))
+    finally:
+        os.umask(old)
+    for path in (out, summary["summary_file"]):
+        assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask, path

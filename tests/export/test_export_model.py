@@ -216,3 +216,48 @@ def test_albert_directory_errors(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 1 and "--albert_directory=" in done.stderr and "not a directory" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def _export(folder, spm, export_path, checkpoint=None, mask=None):
+    return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
+                           f"--albert_config_file={folder / 'albert_config.json'}",
+                           f"--checkpoint={checkpoint or folder / 'google' / 'model.ckpt'}", f"--spm_model_file={spm}",
+                           f"--export_path={export_path}", f"--max_seq_length={SEQ}"],
+                          capture_output=True, text=True, timeout=600,
+                          preexec_fn=None if mask is None else (lambda: os.umask(mask)))
+
+
+def test_export_path_with_other_files_or_a_file_is_refused_before_any_work(exported, tmp_path):
+    """Nothing of the user's is deleted or moved: one line, before the checkpoint is even read (a missing
+    one would be the error otherwise)."""
+    folder, _, spm = exported
+    notes = tmp_path / "mine"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("my notes")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    for target, message in ((notes, "holds files that are not an export of this tool (notes.txt); not replacing "
+                                    "them: give a new or empty folder"),
+                            (a_file, "is a file; expected a folder for the SavedModel (a new one, or an earlier "
+                                     "export to replace)")):
+        done = _export(folder, spm, target, checkpoint=tmp_path / "no_such_checkpoint")
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines()[-1] == f"export_model.py: error: --export_path={target} {message}"
+    assert (notes / "notes.txt").read_text() == "my notes" and os.listdir(notes) == ["notes.txt"]
+    assert a_file.read_text() == "not a folder"
+    assert sorted(os.listdir(tmp_path)) == ["a_file", "mine"]  # no .old-export, no temporary folder
+
+
+def test_an_earlier_export_is_replaced_with_the_umask_mode(exported, tmp_path):
+    """Exporting again into an export of ours replaces it; its files get the umask's mode (027 here)."""
+    folder, _, spm = exported
+    target = tmp_path / "hub"
+    assert _export(folder, spm, target).returncode == 0
+    first = os.stat(target / "saved_model.pb").st_mtime_ns
+    done = _export(folder, spm, target, mask=0o027)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert os.stat(target / "saved_model.pb").st_mtime_ns != first
+    assert sorted(os.listdir(tmp_path)) == ["hub"]
+    for root, dirs, names in os.walk(target):
+        for name in names:
+            assert os.stat(os.path.join(root, name)).st_mode & 0o777 == 0o640, os.path.join(root, name)

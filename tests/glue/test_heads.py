@@ -68,3 +68,19 @@ def test_tf1_checkpoint_round_trip(reference, tmp_path):
     load_checkpoint(other, prefix)
     np.testing.assert_allclose(other(_inputs(io))["logits"].numpy(), model(_inputs(io))["logits"].numpy(),
                                atol=1e-6)
+
+
+def test_a_label_count_mismatch_names_the_labels_not_a_config_field(reference, tmp_path):
+    """A 2-label checkpoint restored into a 3-label model: the hint is the label count (labels.txt),
+    not hidden_size (the shapes differ in their first dimension, the classes)."""
+    from albert_tf.weights.errors import CheckpointError
+
+    config, _, _ = reference
+    prefix = save_tf1_checkpoint(heads.build_classifier(config, "cola"), str(tmp_path / "model.ckpt"))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(heads.build_classifier(config, "mnli"), prefix)
+    message = str(err.value)
+    assert "output_weights: expected shape [3, 48], found shape [2, 48]; the number of labels differs (the " \
+           "checkpoint's head has 2, this task 3): check labels.txt" in message
+    assert "output_bias: expected shape [3], found shape [2]; the number of labels differs" in message
+    assert "hidden_size" not in message

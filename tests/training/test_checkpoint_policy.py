@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training import checkpoint_policy, results
+from albert_tf.training import checkpoint_evaluation, checkpoint_policy, results
 from albert_tf.weights import files
 
 
@@ -81,7 +81,7 @@ def test_state_file_is_replaced_atomically(tmp_path, monkeypatch):
 
 
 def test_best_checkpoint_keeper(tmp_path):
-    keeper = checkpoint_policy.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    keeper = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path), "accuracy")
     assert keeper.read() == (-1, -1, None)
     assert keeper.update(save(tmp_path, 10, 1.0), {"accuracy": 0.5})
     assert not keeper.update(save(tmp_path, 20, 2.0), {"accuracy": 0.4})
@@ -94,7 +94,7 @@ def test_best_checkpoint_keeper(tmp_path):
     # keep_checkpoint_max never deletes the best copy.
     files.delete_checkpoint(str(tmp_path / "model.ckpt-best"))
     assert (tmp_path / "model.ckpt-best.index").exists()
-    lower = checkpoint_policy.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
+    lower = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
     tf.io.gfile.makedirs(str(tmp_path / "sub"))
     assert lower.update(str(tmp_path / "model.ckpt-10"), {"loss": 2.0})
     assert lower.update(str(tmp_path / "model.ckpt-20"), {"loss": 1.0})
@@ -104,7 +104,7 @@ def test_best_checkpoint_keeper(tmp_path):
 
 def test_a_nan_metric_is_never_the_best(tmp_path):
     """A NaN first evaluation leaves no best (any later number wins); a NaN later never replaces one."""
-    keeper = checkpoint_policy.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    keeper = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path), "accuracy")
     assert not keeper.update(save(tmp_path, 10, 1.0), {"accuracy": float("nan")})
     assert keeper.read() == (10, -1, None)
     assert not (tmp_path / "model.ckpt-best.index").exists()
@@ -114,7 +114,7 @@ def test_a_nan_metric_is_never_the_best(tmp_path):
     restored = make_checkpoint(0.0)
     restored.read(str(tmp_path / "model.ckpt-best")).assert_consumed()
     assert restored.w.numpy().tolist() == [2.0, 2.0]
-    lower = checkpoint_policy.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
+    lower = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path / "sub"), "loss", higher_is_better=False)
     tf.io.gfile.makedirs(str(tmp_path / "sub"))
     assert lower.update(str(tmp_path / "model.ckpt-20"), {"loss": 1.0})
     assert not lower.update(str(tmp_path / "model.ckpt-30"), {"loss": float("nan")})
@@ -158,7 +158,7 @@ def test_checkpoint_evaluator_scores_each_checkpoint_once_and_keeps_the_best(toy
     layout = results.ResultsLayout(best_line=True, separator="-" * 3)
     trainer = toy.make_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), toy_data["train"], str(tmp_path),
                                keep_checkpoint_max=1, dropout=0.0)
-    evaluator = checkpoint_policy.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
     trainer.add_save_hook(evaluator.after_save)
     trainer.train()
     assert calls == [4, 8, 12]  # every checkpoint, although keep_checkpoint_max=1 deleted two
@@ -170,7 +170,7 @@ def test_checkpoint_evaluator_scores_each_checkpoint_once_and_keeps_the_best(toy
     best = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-best"))
     assert best.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 8
     # A rerun finds nothing left to evaluate.
-    assert checkpoint_policy.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout).evaluate_pending() == 0
+    assert checkpoint_evaluation.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout).evaluate_pending() == 0
     assert calls == [4, 8, 12]
 
 

@@ -1,0 +1,138 @@
+"""After each save: evaluate the checkpoint once, keep the best, write ``eval_results.txt``.
+
+``CheckpointEvaluator`` is the save hook the drivers give the Trainer: it evaluates each
+checkpoint once, before pruning can delete it, keeps the best by one metric as
+``model.ckpt-best`` (``best_trial.txt``) and adds a block to ``eval_results.txt``. So
+pretraining and GLUE evaluate after each save the same way. Checkpoints left by an earlier
+run are found on disk (the state file is not trusted); damaged ones are skipped with a warning.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Mapping
+
+from absl import logging
+
+from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
+from albert_tf.weights import files
+
+BEST_TRIAL_FILENAME = "best_trial.txt"
+
+
+class BestCheckpointKeeper:
+    """Keeps the best checkpoint by one eval metric as ``model.ckpt-best``.
+
+    ``best_trial.txt`` holds ``<last evaluated step>:<best step>:<best value>``, the
+    original run_classifier's format, so the choice survives reruns.
+    """
+
+    def __init__(self, output_dir: str, metric: str, higher_is_better: bool = True):
+        self.output_dir = output_dir
+        self.metric = metric
+        self.higher_is_better = higher_is_better
+        self.best_prefix = os.path.join(output_dir, files.BEST_BASENAME)
+        self.info_path = os.path.join(output_dir, BEST_TRIAL_FILENAME)
+
+    def read(self) -> tuple[int, int, float | None]:
+        """(last evaluated step, best step, best value); (-1, -1, None) before any."""
+        text = read_text(self.info_path)
+        if text is None:
+            return -1, -1, None
+        last, best_step, value = text.strip().split(":")
+        best = float(value)
+        return int(last), int(best_step), None if math.isnan(best) else best  # NaN: nothing best yet
+
+    def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
+        """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the
+        best so far.  Returns whether it was."""
+        if self.metric not in results:
+            raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
+        value = float(results[self.metric])
+        step = files.step_of(checkpoint_path)
+        step = -1 if step is None else step
+        _, best_step, best = self.read()
+        # A NaN metric is never the best (and a NaN best could never be beaten: every comparison is False).
+        better = not math.isnan(value) and (best is None or (value > best if self.higher_is_better
+                                                               else value < best))
+        if math.isnan(value):
+            logging.warning("%s = nan at step %d: this checkpoint cannot be the best", self.metric, step)
+        if better:
+            files.copy_checkpoint(checkpoint_path, self.best_prefix)
+            best_step, best = step, value
+            logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
+        atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
+        return better
+
+
+class CheckpointEvaluator:
+    """Evaluates each checkpoint of a run once, in step order; keeps the best and writes
+    ``eval_results.txt`` (in ``layout``).
+
+    evaluate: ``evaluate(checkpoint_path) -> results``, run with the checkpoint's weights
+      in the model (``after_save``: they are already; otherwise ``load`` puts them there,
+      or ``evaluate`` reads them itself when ``load`` is None).
+    writes: False on workers that take part in evaluation but write no file.
+    """
+
+    def __init__(self, output_dir: str, evaluate: Callable[[str], Mapping[str, Any]], key_metric: str,
+                 layout: ResultsLayout, load: Callable[[str], None] | None = None,
+                 higher_is_better: bool = True, writes: bool = True):
+        self.output_dir = output_dir
+        self.evaluate = evaluate
+        self.load = load
+        self.layout = layout
+        self.writes = writes
+        self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
+        self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
+
+    def pending(self) -> list[str]:
+        """The intact checkpoints (on disk or in the state file) that no evaluation has seen yet, oldest
+        first; damaged ones are skipped with a warning naming them."""
+        last, _, _ = self.keeper.read()
+        fresh = [p for p in files.known_checkpoints(self.output_dir)
+                 if files.step_of(p) is not None and files.step_of(p) > last]
+        intact, damaged = [], []
+        for prefix in fresh:
+            reason = files.checkpoint_damage(prefix)
+            if reason is None:
+                intact.append(prefix)
+            else:
+                damaged.append(reason)
+        if damaged:
+            logging.warning("Not evaluating damaged checkpoint(s): %s.", "; ".join(damaged))
+        return intact
+
+    def evaluate_pending(self) -> int:
+        """Evaluates each not-yet-evaluated checkpoint (left by an interrupted run, or an
+        eval-only run's); returns how many."""
+        paths = self.pending()
+        for path in paths:
+            if self.load is not None:
+                self.load(path)
+            self._record(path, self.evaluate(path))
+        return len(paths)
+
+    def after_save(self, checkpoint_path: str) -> Mapping[str, Any]:
+        """The Trainer's save hook: the model holds the checkpoint's weights."""
+        results = self.evaluate(checkpoint_path)
+        self._record(checkpoint_path, results)
+        return results
+
+    def evaluate_external(self, path: str) -> Mapping[str, Any]:
+        """Evaluates a checkpoint from outside output_dir (e.g. --init_checkpoint): written,
+        but never the best of this run."""
+        if self.load is not None:
+            self.load(path)
+        results = self.evaluate(path)
+        if self.writes:
+            write_eval_results(self.results_path, results, self.layout)
+        return results
+
+    def _record(self, path: str, results: Mapping[str, Any]) -> None:
+        if not self.writes:
+            return
+        self.keeper.update(path, results)
+        _, _, best = self.keeper.read()
+        write_eval_results(self.results_path, results, self.layout, best)

@@ -1,0 +1,128 @@
+"""The checkpoint state file is never trusted, and files get the umask's mode.
+
+Empty (a power loss), garbled, not UTF-8, or naming checkpoints that are gone: resume takes the newest
+intact checkpoint on disk and rewrites the state file from what is there; retention (keep_checkpoint_max)
+and evaluation see every checkpoint on disk; evaluation skips damaged checkpoints, naming them."""
+import logging as std_logging
+import os
+import stat
+
+import pytest
+import tensorflow as tf
+
+from albert_tf.fileio import atomic_write_text, umask_mode
+from albert_tf.glue.outputs import RESULTS_LAYOUT
+from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
+from albert_tf.training.checkpoint_policy import CheckpointPolicy
+from albert_tf.training.distribution import WorkerInfo
+from albert_tf.weights import files, load_checkpoint
+
+BAD_STATE_FILES = {
+    "empty": (b"", "is empty"),
+    "garbled": (b"model_checkpoint_path {{{ not a proto", "is garbled"),
+    "not_utf8": (b"\xff\xfe\x00model_checkpoint_path", "is not UTF-8 text"),
+    "names_missing": (b'model_checkpoint_path: "model.ckpt-99"\nall_model_checkpoint_paths: "model.ckpt-99"\n',
+                      "names missing checkpoint(s) model.ckpt-99"),
+}
+
+
+def _save(out, step, keep=0):
+    checkpoint = tf.train.Checkpoint(w=tf.Variable([float(step)] * 4), global_step=tf.Variable(step, dtype=tf.int64))
+    prefix = files.write_checkpoint_atomically(checkpoint, files.checkpoint_prefix(str(out), step))
+    files.update_state_file(str(out), prefix, keep)
+    return prefix
+
+
+def _checkpoints_with_state(out, state: bytes):
+    for step in (10, 20, 30):
+        _save(out, step)
+    (out / "checkpoint").write_bytes(state)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_STATE_FILES))
+def test_an_untrusted_state_file_resumes_from_the_newest_checkpoint_and_is_rewritten(tmp_path, kind, caplog):
+    state, problem = BAD_STATE_FILES[kind]
+    _checkpoints_with_state(tmp_path, state)
+    assert files.state_file_problem(str(tmp_path)) == f"{tmp_path / 'checkpoint'} {problem}"
+    policy = CheckpointPolicy(str(tmp_path), 10, 0, WorkerInfo(1, 0, True))
+    with caplog.at_level(std_logging.WARNING):
+        assert policy.latest() == str(tmp_path / "model.ckpt-30")
+    assert any(problem in r.getMessage() and "rewriting it" in r.getMessage() for r in caplog.records)
+    # Rewritten from what is on disk: TensorFlow reads it, every checkpoint listed, the umask's mode.
+    assert files.state_file_problem(str(tmp_path)) is None
+    written = tf.train.get_checkpoint_state(str(tmp_path))
+    assert written.model_checkpoint_path == str(tmp_path / "model.ckpt-30")
+    assert list(written.all_model_checkpoint_paths) == [str(tmp_path / f"model.ckpt-{s}") for s in (10, 20, 30)]
+    assert _mode(tmp_path / "checkpoint") == umask_mode()
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_STATE_FILES))
+def test_retention_evaluation_and_loading_see_every_checkpoint_on_disk(tmp_path, kind):
+    """No resume in between: the next save's pruning, the evaluator and a directory restore read the disk."""
+    _checkpoints_with_state(tmp_path, BAD_STATE_FILES[kind][0])
+    evaluated = []
+    evaluator = CheckpointEvaluator(str(tmp_path), lambda p: evaluated.append(p) or {"eval_accuracy": 0.5},
+                                    "eval_accuracy", RESULTS_LAYOUT)
+    assert evaluator.pending() == [str(tmp_path / f"model.ckpt-{s}") for s in (10, 20, 30)]
+    # A directory restore takes the newest on disk when the state file is not to be trusted.
+    assert files.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-30")
+    assert evaluator.evaluate_pending() == 3 and [files.step_of(p) for p in evaluated] == [10, 20, 30]
+    # Retention: keeping 2, the save of step 40 removes 10 and 20, which the state file did not show.
+    _save(tmp_path, 40, keep=2)
+    assert sorted(p.name for p in tmp_path.glob("model.ckpt-[0-9]*.index")) == ["model.ckpt-30.index",
+                                                                               "model.ckpt-40.index"]
+    assert files.all_checkpoints(str(tmp_path)) == [str(tmp_path / "model.ckpt-30"), str(tmp_path / "model.ckpt-40")]
+
+
+def test_a_keras_model_restores_from_a_folder_with_an_empty_state_file(tmp_path):
+    """load_checkpoint(folder) (predict, export, --init_checkpoint=<dir>): the newest checkpoint on disk."""
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling.encoder import AlbertModel
+
+    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    model = AlbertModel(config)
+    model(model.dummy_inputs(seq_length=4))
+    for step in (1, 2):
+        for v in model.trainable_variables:
+            v.assign(tf.fill(v.shape, float(step)))
+        prefix = files.write_checkpoint_atomically(tf.train.Checkpoint(model=model),
+                                                   files.checkpoint_prefix(str(tmp_path), step))
+        files.update_state_file(str(tmp_path), prefix, 0)
+    (tmp_path / "checkpoint").write_bytes(b"")
+    other = AlbertModel(config)
+    report = load_checkpoint(other, str(tmp_path))
+    assert report.path == str(tmp_path / "model.ckpt-2")
+    assert float(other.trainable_variables[0].numpy().flat[0]) == 2.0
+
+
+def test_evaluation_skips_damaged_checkpoints_naming_them(tmp_path, caplog):
+    for step in (10, 20, 30):
+        _save(tmp_path, step)
+    data = tmp_path / "model.ckpt-20.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:-8])
+    evaluator = CheckpointEvaluator(str(tmp_path), lambda p: {"eval_accuracy": 0.5}, "eval_accuracy",
+                                    RESULTS_LAYOUT)
+    with caplog.at_level(std_logging.WARNING):
+        assert evaluator.pending() == [str(tmp_path / "model.ckpt-10"), str(tmp_path / "model.ckpt-30")]
+    assert any(f"{data} is damaged" in r.getMessage() and "Not evaluating" in r.getMessage()
+               for r in caplog.records)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        path = atomic_write_text(str(tmp_path / "eval_results.txt"), "x = 1\n")
+        prefix = _save(tmp_path, 5)
+    finally:
+        os.umask(old)
+    want = 0o666 & ~mask
+    assert _mode(path) == want
+    assert _mode(tmp_path / "checkpoint") == want
+    for f in tmp_path.glob(os.path.basename(prefix) + ".*"):  # TensorFlow's own files: the same mode
+        assert _mode(f) == want, f
