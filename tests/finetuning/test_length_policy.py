@@ -98,9 +98,10 @@ def _glue_probabilities(out):
     return np.loadtxt(pathlib.Path(out) / "test_results.tsv", delimiter="\t", ndmin=2)
 
 
-def test_glue_and_custom_data_cut_batches_give_the_padded_numbers(shared, tmp_path):
-    """CoLA (sentences of 3 to 40 pieces) at --max_seq_length=128, through --task_name=cola and as a
-    user's CSV through --task_name=custom; and --enable_xla with static buckets on 2 replicas."""
+@pytest.mark.parametrize("task", ["glue", "custom"])
+def test_classification_cut_batches_give_the_padded_numbers(shared, tmp_path, task):
+    """CoLA (sentences of 3 to 40 pieces) at --max_seq_length=128, through --task_name=cola (and
+    --enable_xla with static buckets on 2 replicas) and as a user's CSV through --task_name=custom."""
     import csv
 
     data = tmp_path / "glue"
@@ -121,30 +122,30 @@ def test_glue_and_custom_data_cut_batches_give_the_padded_numbers(shared, tmp_pa
               "--do_eval", "--do_predict", "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8",
               "--train_step=6", "--save_checkpoints_steps=6", "--log_steps=1", "--iterations_per_loop=1",
               "--learning_rate=1e-3", "--seed=3"]
-    glue = ["--task_name=cola", f"--data_dir={data}"]
-    custom = ["--task_name=custom", f"--train_file={own / 'train.csv'}", f"--dev_file={own / 'dev.csv'}",
-              f"--test_file={own / 'test.csv'}", "--text_columns=sentence", "--label_column=label"]
+    if task == "glue":
+        common += ["--task_name=cola", f"--data_dir={data}"]
+    else:
+        common += ["--task_name=custom", f"--train_file={own / 'train.csv'}", f"--dev_file={own / 'dev.csv'}",
+                   f"--test_file={own / 'test.csv'}", "--text_columns=sentence", "--label_column=label"]
     variants = {"padded": ["--pad_to_max_length"], "default": [], "two_replicas": list(TWO_REPLICAS)}
-    runs = {f"{task}_{name}": [*common, *flags, *extra, f"--output_dir={tmp_path / f'{task}_{name}'}"]
-            for task, flags in (("glue", glue), ("custom", custom)) for name, extra in variants.items()}
-    runs["glue_xla_two_replicas"] = [*common, *glue, *TWO_REPLICAS, "--enable_xla=force",
-                                     "--seq_length_buckets=16,32,64,128", f"--output_dir={tmp_path / 'glue_xla'}"]
-    results, _ = _run(tmp_path, "run_classifier", runs)
+    if task == "glue":
+        variants["xla_two_replicas"] = [*TWO_REPLICAS, "--enable_xla=force", "--seq_length_buckets=16,32,64,128"]
+    results, _ = _run(tmp_path, "run_classifier", {name: [*common, *extra, f"--output_dir={tmp_path / name}"]
+                                                   for name, extra in variants.items()})
 
-    for task in ("glue", "custom"):
-        _assert_padded(results[f"{task}_padded"], 128)
-        for name in ("default", "two_replicas"):
-            result = results[f"{task}_{name}"]
-            _assert_cut(result, 128)
-            assert max(length for step in result["train_lengths"] for length in step) <= 64  # CoLA is short
-            worst = _worst_difference((tmp_path / f"{task}_padded", results[f"{task}_padded"]),
-                                      (tmp_path / f"{task}_{name}", result), _glue_probabilities)
-            print(f"{task} {name}: largest difference from the padded run {worst:.2e}")
-            assert worst <= TOLERANCE, (task, name, worst)
-    # Static buckets on 2 replicas: one bucket per step for both replicas, the bucket of the global batch.
-    steps = results["glue_xla_two_replicas"]["train_lengths"]
-    assert all(len(set(step)) == 1 and step[0] in (16, 32, 64, 128) for step in steps), steps
-    assert min(step[0] for step in steps) < 128
+    _assert_padded(results["padded"], 128)
+    for name in ("default", "two_replicas"):
+        result = results[name]
+        _assert_cut(result, 128)
+        assert max(length for step in result["train_lengths"] for length in step) <= 64  # CoLA is short
+        worst = _worst_difference((tmp_path / "padded", results["padded"]), (tmp_path / name, result),
+                                  _glue_probabilities)
+        print(f"{task} {name}: largest difference from the padded run {worst:.2e}")
+        assert worst <= TOLERANCE, (name, worst)
+    if task == "glue":  # static buckets on 2 replicas: both replicas of a step take the global batch's bucket
+        steps = results["xla_two_replicas"]["train_lengths"]
+        assert all(len(set(step)) == 1 and step[0] in (16, 32, 64, 128) for step in steps), steps
+        assert min(step[0] for step in steps) < 128
 
 
 def test_race_cut_batches_give_the_padded_numbers(shared, tmp_path):
