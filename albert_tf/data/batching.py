@@ -5,7 +5,9 @@ transformations run on the batched dataset and cut the columns no row of the bat
 the model computes no padding.  The numbers do not change: padded positions are masked out
 of attention (weight exp(-10000) = 0 in float32) and dropout masks are keyed by coordinates,
 not by the padded shape (``albert_tf.modeling.dropout``), so a batch trimmed to its longest
-row gives the padded batch's loss and gradients (``tests/glue/test_padding_invariance.py``).
+row gives the padded batch's loss and gradients (``tests/glue/test_padding_invariance.py``) for
+every head that leaves padding positions out; a head that scores them (SQuAD 1.1's) is not
+trimmed (``FineTuningTask.padding_invariant``).
 
 - ``trim_to_longest``: the longest row's length rounded up to ``multiple`` (CPU/GPU; a
   rounding can keep the set of shapes small or the matmul dimensions aligned; on CPU it
@@ -14,7 +16,8 @@ row gives the padded batch's loss and gradients (``tests/glue/test_padding_invar
   longest row: for TPUs and XLA, where every new shape is a new compilation.
 - ``group_by_length_order`` / ``group_by_length_batches``: a seeded sampler that puts rows of
   similar length in the same global batch (HF's ``group_by_length``).  It changes which rows
-  train together (batch composition), not what a row computes.  The order is a pure function of
+  train together (batch composition), not what a row computes.  Every row trains in every epoch
+  (the left-over rows fill a last batch that overlaps the one before it).  The order is a pure function of
   (lengths, global batch size, seed, epoch) in TensorFlow ops: a resumed run (which skips the
   global batches already trained on) sees the same batches, and 1 device and N replicas see
   the same global batches.
@@ -35,7 +38,7 @@ SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 # every padded position is lost work: round to 1.  (GPU tensor cores prefer multiples of 8: not measured.)
 DEFAULT_MULTIPLE = 1
 SMALLEST_BUCKET = 32
-MEGABATCH_BATCHES = 50  # as HF's LengthGroupedSampler: sort within 50 batches' worth of rows
+MEGABATCH_BATCHES = 50  # the most global batches a length-sorted megabatch holds (``batches_per_megabatch``)
 
 
 def example_lengths(input_mask: np.ndarray | tf.Tensor) -> np.ndarray:
@@ -114,20 +117,37 @@ def trim_to_bucket(batch: Mapping[str, tf.Tensor], buckets: Sequence[int],
     return _trim(batch, seq_features, length)
 
 
+def batches_per_megabatch(num_examples: int, global_batch_size: int) -> int:
+    """How many global batches a length-sorted megabatch holds: ``min(n // (4 × batch), 50)``, at least 1
+    (the rule of Hugging Face's length-grouped sampler): 50 on large splits, and at least about 4 megabatches on
+    small ones, so the sort does not undo the shuffle of a split of a few batches."""
+    return max(1, min(int(num_examples) // (4 * int(global_batch_size)), MEGABATCH_BATCHES))
+
+
 def group_by_length_order(lengths: np.ndarray | tf.Tensor, global_batch_size: int, seed: int,
-                          epoch: int | tf.Tensor, megabatch_batches: int = MEGABATCH_BATCHES) -> tf.Tensor:
-    """int64 [N]: the example indices of one epoch, in the order to batch them.
+                          epoch: int | tf.Tensor, megabatch_batches: int | None = None) -> tf.Tensor:
+    """int64 [ceil(N / global_batch_size) × global_batch_size]: the example indices of one epoch's
+    global batches, in order; every row is in it at least once.
 
     Shuffle all rows with (seed, epoch); cut ``megabatch_batches × global_batch_size`` rows at a
-    time and sort each cut by length (longest first, ties in shuffled order); cut into global
-    batches and shuffle the full batches with (seed, epoch); the partial batch, if any, comes last
-    (``drop_remainder`` drops it).  A pure function of its arguments.
+    time (default: ``batches_per_megabatch(N, global_batch_size)``) and sort each cut by length
+    (longest first, ties in shuffled order); cut into global batches. When N is not a multiple of
+    the batch, the last batch is the last ``global_batch_size`` rows of that order: it holds the
+    left-over rows and overlaps the batch before it, whose shortest rows train twice this epoch
+    (a static batch shape keeps every row only so). Then the batches are shuffled with (seed,
+    epoch). A pure function of its arguments; needs N >= global_batch_size.
     """
+    lengths = tf.cast(tf.convert_to_tensor(lengths), tf.int64)
+    if megabatch_batches is None:
+        if lengths.shape[0] is None:
+            raise ValueError("lengths of unknown size: pass megabatch_batches")
+        megabatch_batches = batches_per_megabatch(lengths.shape[0], global_batch_size)
     if global_batch_size < 1 or megabatch_batches < 1:
         raise ValueError(f"global_batch_size and megabatch_batches must be >= 1, got "
                          f"{global_batch_size}, {megabatch_batches}")
-    lengths = tf.cast(tf.convert_to_tensor(lengths), tf.int64)
     n = tf.size(lengths, out_type=tf.int64)
+    tf.debugging.assert_greater_equal(n, tf.constant(global_batch_size, tf.int64),
+                                      message=f"fewer examples than one global batch of {global_batch_size}")
     epoch_seed = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
     shuffled = tf.random.experimental.stateless_shuffle(
         tf.range(n), tf.random.experimental.stateless_fold_in(epoch_seed, 0))
@@ -137,32 +157,31 @@ def group_by_length_order(lengths: np.ndarray | tf.Tensor, global_batch_size: in
     key = megabatch * (longest + 1) + (longest - tf.gather(lengths, shuffled))
     grouped = tf.gather(shuffled, tf.argsort(key, stable=True))
     full = n // global_batch_size * global_batch_size
-    batches = tf.reshape(grouped[:full], [-1, global_batch_size])
+    last = grouped[n - global_batch_size:][:global_batch_size * tf.cast(full < n, tf.int64)]
+    batches = tf.reshape(tf.concat([grouped[:full], last], 0), [-1, global_batch_size])
     batches = tf.random.experimental.stateless_shuffle(
         batches, tf.random.experimental.stateless_fold_in(epoch_seed, 1))
-    return tf.concat([tf.reshape(batches, [-1]), grouped[full:]], 0)
+    return tf.reshape(batches, [-1])
 
 
 def group_by_length_batches(lengths: np.ndarray, global_batch_size: int, seed: int, start_epoch: int = 0,
-                            num_epochs: int | None = None, drop_remainder: bool = True,
-                            megabatch_batches: int = MEGABATCH_BATCHES) -> tf.data.Dataset:
+                            num_epochs: int | None = None, megabatch_batches: int | None = None) -> tf.data.Dataset:
     """A dataset of int64 [global_batch_size] vectors of example indices: the global batches of
     epochs ``start_epoch, start_epoch + 1, ...`` (forever unless ``num_epochs``), each epoch in
-    ``group_by_length_order``.  Map each vector to the cached split's rows (e.g. ``tf.gather``),
-    then keep this replica's rows; to resume mid-epoch, ``.skip()`` the global batches done."""
+    ``group_by_length_order`` (every row in every epoch). Map each vector to the cached split's rows
+    (e.g. ``tf.gather``), then keep this replica's rows; to resume mid-epoch, ``.skip()`` the global
+    batches done."""
     lengths = tf.constant(np.asarray(lengths, np.int64))
     n = int(lengths.shape[0])
-    if drop_remainder and n < global_batch_size:
+    if n < global_batch_size:
         raise ValueError(f"{n} examples make no full global batch of {global_batch_size}")
+    if megabatch_batches is None:
+        megabatch_batches = batches_per_megabatch(n, global_batch_size)
     epochs = tf.data.Dataset.range(start_epoch, start_epoch + num_epochs if num_epochs is not None else 2 ** 62)
 
     def epoch_batches(epoch):
         order = group_by_length_order(lengths, global_batch_size, seed, epoch, megabatch_batches)
-        full = n // global_batch_size * global_batch_size
-        batches = tf.data.Dataset.from_tensor_slices(tf.reshape(order[:full], [-1, global_batch_size]))
-        if drop_remainder or full == n:
-            return batches
-        return batches.concatenate(tf.data.Dataset.from_tensors(order[full:]))
+        return tf.data.Dataset.from_tensor_slices(tf.reshape(order, [-1, global_batch_size]))
 
     return epochs.flat_map(epoch_batches)
 

@@ -7,15 +7,18 @@ batching and the batch's length are written once:
   per-replica batches of the one topology-independent global stream
   (``input_pipeline.make_tfrecord_dataset``), so a resumed run and any replica or worker count
   see the same global batches. With ``group_by_length``, the global batches are drawn by the
-  seeded length-grouping sampler instead (``batching.group_by_length_batches``).
+  seeded length-grouping sampler instead (``batching.group_by_length_batches``: every row in every
+  epoch).
 - ``eval_dataset``: batches in file order, every record exactly once; the last batch is filled
   with all-zero rows (the schema's padding, ``is_real_example`` 0) so no record is dropped.
   Records of a schema without ``is_real_example`` (SQuAD's) get it as 1.
 
 Both then cut each batch to the length its rows need (``LengthPolicy``): the longest row rounded
 up to a multiple (CPU, GPU), one of a few static lengths (TPU, XLA), or, with
-``--pad_to_max_length``, the records' full length as the original. The numbers do not depend on
-it (``batching``'s docstring says why).
+``--pad_to_max_length`` or a task whose head scores padding positions (``FineTuningTask.
+padding_invariant``: SQuAD 1.1), the records' full length as the original. The numbers of a
+padding-invariant task do not depend on it (``batching``'s docstring says why). With static lengths
+a training step's global batch takes one bucket for all its replicas.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ import tensorflow as tf
 
 from albert_tf.data import batching
 from albert_tf.data.feature_cache import CachedSplit
-from albert_tf.data.input_pipeline import make_tfrecord_dataset
+from albert_tf.data.input_pipeline import TrainInputContext, make_tfrecord_dataset
 
 IS_REAL = "is_real_example"
 
@@ -70,18 +73,30 @@ def train_dataset_fn(cached: CachedSplit, global_batch_size: int, seed: int, shu
                      lengths: LengthPolicy = PAD_TO_MAX,
                      group_by_length: bool = False) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
     """``fn(input_context)`` for the Trainer. The shuffle buffer covers up to ``shuffle_buffer``
-    records (GLUE: the whole file for most tasks; SQuAD: the original's 100)."""
+    records (GLUE: the whole file for most tasks; SQuAD: the original's 100).
+
+    With static lengths (TPU, XLA) every replica's batch of a step must have one shape: the global
+    batch is cut to the bucket of its longest row, then split into this worker's per-replica batches
+    (each worker parses the whole global batch for it). Else each per-replica batch is cut on its own."""
+
+    def batches(context: tf.distribute.InputContext, batch_size: int) -> tf.data.Dataset:
+        if group_by_length:
+            return _grouped_by_length(cached, global_batch_size, batch_size, seed, context)
+        return make_tfrecord_dataset(
+            cached.record_file, cached.parse, batch_size, is_training=True, input_context=context,
+            seed=seed, shuffle_buffer_size=max(1, min(shuffle_buffer, cached.num_records)), shard_mode="records")
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         per_replica = input_context.get_per_replica_batch_size(global_batch_size)
-        if group_by_length:
-            dataset = _grouped_by_length(cached, global_batch_size, per_replica, seed, input_context)
-        else:
-            dataset = make_tfrecord_dataset(
-                cached.record_file, cached.parse, per_replica, is_training=True, input_context=input_context,
-                seed=seed, shuffle_buffer_size=max(1, min(shuffle_buffer, cached.num_records)),
-                shard_mode="records")
-        return lengths.apply(dataset, cached).prefetch(tf.data.AUTOTUNE)
+        if not (lengths.static and not lengths.pad_to_max):
+            return lengths.apply(batches(input_context, per_replica), cached).prefetch(tf.data.AUTOTUNE)
+        whole = TrainInputContext(1, 0, 1, getattr(input_context, "global_batches_to_skip", 0))
+        global_batches = lengths.apply(batches(whole, global_batch_size), cached)
+        workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
+        local_rows = per_replica * (input_context.num_replicas_in_sync // workers)
+        start = worker * local_rows
+        local = global_batches.map(lambda batch: {k: v[start:start + local_rows] for k, v in batch.items()})
+        return local.unbatch().batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
 

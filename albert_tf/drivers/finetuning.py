@@ -91,6 +91,7 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
                    eval_batch_size: int, export_dir: str | None = None):
     """The ``FineTuningJob`` of the flags every fine-tuning driver has (the stages, the weights to
     start from, the loop's settings and the optimizer)."""
+    from albert_tf.data.batching import DEFAULT_MULTIPLE
     from albert_tf.fileio import absolute
     from albert_tf.finetuning import FineTuningJob
     from albert_tf.training import create_optimizer, train_config_from_flags
@@ -98,6 +99,10 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
     output_dir = absolute(f.output_dir)
     if f.seq_length_multiple < 1:
         raise ValueError(f"--seq_length_multiple must be >= 1, got {f.seq_length_multiple}")
+    if f.pad_to_max_length and (f.seq_length_buckets or f.seq_length_multiple != DEFAULT_MULTIPLE):
+        given = "--seq_length_buckets" if f.seq_length_buckets else f"--seq_length_multiple={f.seq_length_multiple}"
+        raise ValueError(f"--pad_to_max_length keeps every row at --max_seq_length, so {given} would be "
+                         f"ignored: pass one or the other")
     return FineTuningJob(
         output_dir=output_dir,
         albert_config=config,

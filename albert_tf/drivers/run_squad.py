@@ -73,6 +73,10 @@ flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may ha
 flags.DEFINE_integer("start_n_top", 5, "2.0: beam size for answer starts.")
 flags.DEFINE_integer("end_n_top", 5, "2.0: beam size for answer ends per start.")
 flags.DEFINE_float("dropout_prob", 0.1, "2.0: dropout in the answer verifier.")
+flags.DEFINE_bool("mask_padding_positions", False, "1.1, a departure from the original: leave padding positions "
+                  "out of the span head's softmax (as 2.0 does), so batches are cut to their longest row. Other "
+                  "losses and answers than the original's (README, 'Batches at their length'); default: the "
+                  "original's head, scoring every position of the window, on padded batches.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility, no effect: the original chose tf.einsum or "
                   "reshape+matmul for dense layers (TFLite needed the latter); this port's layers convert "
                   "to TFLite either way.")
@@ -115,6 +119,8 @@ def _validate(config) -> list[str]:
                  "max_answer_length", "start_n_top", "end_n_top"):
         if getattr(f, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(f, name)}")
+    if f.version_2_with_negative and f.mask_padding_positions:
+        problems.append("--mask_padding_positions is for SQuAD 1.1: 2.0's head masks padding already")
     if f.version_2_with_negative and max(f.start_n_top, f.end_n_top) > f.max_seq_length:
         problems.append("--start_n_top/--end_n_top cannot exceed --max_seq_length")
     return problems
@@ -140,7 +146,7 @@ def task_and_job_from_flags():
         doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length,
         start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
-        null_score_diff_threshold=f.null_score_diff_threshold)
+        null_score_diff_threshold=f.null_score_diff_threshold, mask_padding_positions=f.mask_padding_positions)
     task = SquadTask(settings, absolute(f.output_dir), f.train_file, f.predict_file,
                      f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file)
     steps = 1

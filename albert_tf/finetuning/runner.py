@@ -102,11 +102,21 @@ class _Runner:
         self.lengths = self.length_policy()
 
     def length_policy(self) -> datasets.LengthPolicy:
-        """Batches at their own length; static lengths where each shape is compiled (TPU, XLA)."""
+        """Batches at their own length; static lengths where each shape is compiled (TPU, XLA); the
+        original's padded batches with --pad_to_max_length or for a task whose numbers depend on the
+        padding (``task.padding_invariant`` False: cutting would change them)."""
         job = self.job
         xla = job.train is not None and parse_xla_setting(job.train.enable_xla) is not False
         static = isinstance(self.strategy, tf.distribute.TPUStrategy) or xla
-        return datasets.LengthPolicy(job.pad_to_max_length, job.seq_length_multiple, static, job.seq_length_buckets)
+        padded = job.pad_to_max_length or not self.task.padding_invariant
+        if padded and not job.pad_to_max_length:
+            changed = [flag for flag, given in (("--seq_length_buckets", job.seq_length_buckets is not None),
+                                                ("--seq_length_multiple",
+                                                 job.seq_length_multiple != batching.DEFAULT_MULTIPLE)) if given]
+            logging.warning("%s keeps every row padded to max_seq_length (its head scores padding positions, "
+                            "as the original: cut batches would change its numbers)%s", self.task.name,
+                            f"; {', '.join(changed)} cannot cut them" if changed else "")
+        return datasets.LengthPolicy(padded, job.seq_length_multiple, static, job.seq_length_buckets)
 
     # ---- models ----
     def new_model(self):

@@ -59,12 +59,18 @@ class FineTuningTask(abc.ABC):
       results_layout: how ``eval_results.txt`` is written per evaluated checkpoint.
       shuffle_buffer: training records shuffled in a buffer of this many.
       eval_split: the split each checkpoint is evaluated on.
+      padding_invariant: whether the model's numbers (loss, outputs of real rows) are the same on
+        a batch padded to max_seq_length and on that batch cut to its longest row. True when the
+        head leaves padding positions out (pooled [CLS], masked softmax); a task whose head scores
+        padding positions (SQuAD 1.1, as the original) says False, and the runner keeps the
+        original's padded batches for it whatever the length flags say.
     """
 
     key_metric: str
     results_layout: ResultsLayout
     shuffle_buffer: int = 10000
     higher_is_better: bool = True
+    padding_invariant: bool = True
 
     @property
     def name(self) -> str:

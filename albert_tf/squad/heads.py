@@ -38,7 +38,8 @@ def _dense(units: int, initializer_range: float, name: str, activation=None, use
     return dense(units, initializer_range, name, activation, use_bias, dtype="float32")
 
 
-def _mask(logits: tf.Tensor, p_mask: tf.Tensor) -> tf.Tensor:
+def mask_logits(logits: tf.Tensor, p_mask: tf.Tensor) -> tf.Tensor:
+    """The original's masking: ``logits`` where ``p_mask`` is 0, -1e30 where it is 1."""
     return logits * (1.0 - p_mask) - NEG_INF * p_mask
 
 
@@ -84,13 +85,13 @@ class SquadV2Head(keras.layers.Layer):
     def call(self, sequence_output, p_mask, start_positions=None, training=None):
         hidden = tf.cast(sequence_output, tf.float32)                    # [B,S,H]
         p_mask = tf.cast(p_mask, tf.float32)                             # [B,S]
-        start_logits = _mask(tf.squeeze(self.start_dense(hidden), -1), p_mask)
+        start_logits = mask_logits(tf.squeeze(self.start_dense(hidden), -1), p_mask)
         start_log_probs = tf.nn.log_softmax(start_logits, -1)
         outputs = {}
         if start_positions is not None:
             start_positions = tf.reshape(tf.cast(start_positions, tf.int32), [-1])
             start_features = tf.gather(hidden, start_positions, batch_dims=1)   # [B,H]
-            end_logits = _mask(self._end_logits(hidden, start_features[:, None, :]), p_mask)
+            end_logits = mask_logits(self._end_logits(hidden, start_features[:, None, :]), p_mask)
             outputs["start_log_probs"] = start_log_probs
             outputs["end_log_probs"] = tf.nn.log_softmax(end_logits, -1)
         else:
@@ -98,7 +99,7 @@ class SquadV2Head(keras.layers.Layer):
             start_top_log_probs, start_top_index = tf.math.top_k(start_log_probs, k=k1)
             start_features = tf.gather(hidden, start_top_index, batch_dims=1)   # [B,k1,H]
             tiled = tf.repeat(hidden[:, None], k1, axis=1)                      # [B,k1,S,H]
-            end_logits = _mask(self._end_logits(tiled, start_features[:, :, None, :]),
+            end_logits = mask_logits(self._end_logits(tiled, start_features[:, :, None, :]),
                                p_mask[:, None, :])                              # [B,k1,S]
             end_top_log_probs, end_top_index = tf.math.top_k(tf.nn.log_softmax(end_logits, -1), k=k2)
             outputs.update(

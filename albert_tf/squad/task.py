@@ -46,6 +46,9 @@ class SquadSettings:
     end_n_top: int = 5
     dropout_prob: float = 0.1
     null_score_diff_threshold: float = 0.0
+    # 1.1, opt-in departure: padding positions left out of the span softmax (as 2.0's p_mask does),
+    # so batches may be cut to their longest row. The original (the default) scores them.
+    mask_padding_positions: bool = False
 
 
 def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
@@ -78,6 +81,13 @@ class SquadTask(FineTuningTask):
     @property
     def name(self) -> str:
         return "SQuAD 2.0" if self.settings.version_2 else "SQuAD 1.1"
+
+    @property
+    def padding_invariant(self) -> bool:
+        """2.0 masks padding (p_mask); 1.1's head scores every position of the window, padding
+        included (log-softmax over max_seq_length, as the original), so a cut batch would change
+        its loss and n-best lists: it keeps padded batches unless ``mask_padding_positions``."""
+        return self.settings.version_2 or self.settings.mask_padding_positions
 
     @property
     def key_metric(self) -> str:
@@ -119,12 +129,19 @@ class SquadTask(FineTuningTask):
     def dummy_seq_length(self) -> int:
         return max(8, self.settings.start_n_top, self.settings.end_n_top)  # the beam needs k positions
 
+    def _span_outputs(self, model, inputs: Mapping[str, tf.Tensor], training: bool) -> dict[str, tf.Tensor]:
+        out = model(inputs, training=training)
+        if not self.settings.version_2 and self.settings.mask_padding_positions:
+            padding = 1.0 - tf.cast(inputs["input_mask"], tf.float32)
+            out = {**out, **{name: heads.mask_logits(out[name], padding) for name in ("start_logits", "end_logits")}}
+        return out
+
     def loss(self, model, batch: Mapping[str, tf.Tensor], training: bool):
-        return heads.squad_loss(model(batch, training=training), batch, self.settings.version_2), {}
+        return heads.squad_loss(self._span_outputs(model, batch, training), batch, self.settings.version_2), {}
 
     def outputs(self, model, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         inputs = {k: v for k, v in batch.items() if k not in ("unique_ids", "is_real_example")}
-        out = {**model(inputs, training=False), "unique_ids": batch["unique_ids"]}
+        out = {**self._span_outputs(model, inputs, False), "unique_ids": batch["unique_ids"]}
         if not self.settings.version_2:  # a batch cut to its length: logits back at max_seq_length, as masked
             pad = [[0, 0], [0, self.settings.max_seq_length - tf.shape(batch["input_ids"])[1]]]
             for name in ("start_logits", "end_logits"):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.batching import (bucket_lengths, example_lengths, group_by_length_batches,
+from albert_tf.data.batching import (batches_per_megabatch, bucket_lengths, example_lengths, group_by_length_batches,
                                      group_by_length_order, parse_bucket_lengths, trim_to_bucket, trim_to_longest)
 
 
@@ -69,11 +69,13 @@ def _lengths(n=1000, seed=0):
 def test_group_by_length_order_is_a_seeded_permutation_of_length_grouped_batches():
     lengths, batch = _lengths(), 16
     order = group_by_length_order(lengths, batch, seed=1, epoch=0, megabatch_batches=5).numpy()
-    assert sorted(order) == list(range(1000))
+    assert len(order) == 1008 and set(order) == set(range(1000))  # 63 batches; the 8 left-over rows kept
+    counts = np.bincount(order, minlength=1000)  # the overlapping last batch: 8 rows trained twice
+    assert counts.min() == 1 and counts.max() == 2 and (counts == 2).sum() == 16 - 1000 % 16
     np.testing.assert_array_equal(group_by_length_order(lengths, batch, 1, 0, 5).numpy(), order)  # deterministic
     assert not np.array_equal(group_by_length_order(lengths, batch, 1, 1, 5).numpy(), order)  # another epoch
     assert not np.array_equal(group_by_length_order(lengths, batch, 2, 0, 5).numpy(), order)  # another seed
-    full = order[:1000 // batch * batch].reshape(-1, batch)
+    full = order.reshape(-1, batch)
     # Every full batch is a run of its megabatch sorted by length: its spread is far below a random batch's.
     spread = np.mean([np.ptp(lengths[b]) for b in full])
     random_spread = np.mean([np.ptp(lengths[b]) for b in np.random.default_rng(0).permutation(1000)[:992].reshape(-1, 16)])
@@ -96,23 +98,46 @@ def test_the_sorted_megabatches_are_cut_from_the_shuffled_rows():
         assert any(set(b) <= piece for piece in pieces)
 
 
-def test_group_by_length_batches_resume_and_remainder():
+def test_group_by_length_batches_resume_and_every_row_every_epoch():
     lengths, batch = _lengths(103), 10
-    stream = list(group_by_length_batches(lengths, batch, seed=5, megabatch_batches=2).take(25).as_numpy_iterator())
+    stream = list(group_by_length_batches(lengths, batch, seed=5, megabatch_batches=2).take(33).as_numpy_iterator())
     assert all(b.shape == (10,) for b in stream)
     epoch0 = group_by_length_order(lengths, batch, 5, 0, 2).numpy()
     epoch1 = group_by_length_order(lengths, batch, 5, 1, 2).numpy()
-    np.testing.assert_array_equal(np.concatenate(stream[:10]), epoch0[:100])
-    np.testing.assert_array_equal(np.concatenate(stream[10:20]), epoch1[:100])
+    assert len(epoch0) == len(epoch1) == 110  # 11 batches: the 3 left-over rows are not dropped
+    np.testing.assert_array_equal(np.concatenate(stream[:11]), epoch0)
+    np.testing.assert_array_equal(np.concatenate(stream[11:22]), epoch1)
     resumed = list(group_by_length_batches(lengths, batch, seed=5, megabatch_batches=2).skip(13).take(12)
                    .as_numpy_iterator())
     np.testing.assert_array_equal(np.stack(resumed), np.stack(stream[13:25]))
     from_epoch = list(group_by_length_batches(lengths, batch, seed=5, start_epoch=1, megabatch_batches=2)
-                      .take(10).as_numpy_iterator())
-    np.testing.assert_array_equal(np.stack(from_epoch), np.stack(stream[10:20]))
-    evaluation = list(group_by_length_batches(lengths, batch, 5, num_epochs=1, drop_remainder=False,
-                                              megabatch_batches=2).as_numpy_iterator())
-    assert [len(b) for b in evaluation] == [10] * 10 + [3]
-    np.testing.assert_array_equal(np.concatenate(evaluation), epoch0)
+                      .take(11).as_numpy_iterator())
+    np.testing.assert_array_equal(np.stack(from_epoch), np.stack(stream[11:22]))
     with pytest.raises(ValueError, match="no full global batch"):
         group_by_length_batches(lengths[:5], batch, 5)
+
+
+def test_megabatch_size_rule():
+    assert [batches_per_megabatch(n, 32) for n in (10, 127, 128, 3668, 6399, 6400, 10 ** 6)] == [1, 1, 1, 28, 49, 50, 50]
+
+
+def test_group_by_length_keeps_every_row_of_real_data_in_every_epoch(shared):
+    """MRPC's 3,668 training pairs (lengths in 30k-clean pieces), global batch 32: every row trains in
+    each of 3 epochs; the last batch overlaps the one before it by 32 - 3668 % 32 = 12 rows."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(shared("data", "spm", "30k-clean.model")))
+    rows = [line.split("\t") for line in shared("data", "glue", "MRPC", "train.tsv").read_text(
+        encoding="utf-8").splitlines()[1:]]
+    lengths = np.array([min(128, len(sp.encode(r[3])) + len(sp.encode(r[4])) + 3) for r in rows])
+    assert len(lengths) == 3668 and lengths.min() < 40 < 100 < lengths.max()
+    batch, per_epoch = 32, -(-3668 // 32)
+    stream = np.stack(list(group_by_length_batches(lengths, batch, seed=7, num_epochs=3).as_numpy_iterator()))
+    assert stream.shape == (3 * per_epoch, batch)
+    for epoch in range(3):
+        counts = np.bincount(stream[epoch * per_epoch:(epoch + 1) * per_epoch].ravel(), minlength=3668)
+        assert counts.min() == 1 and counts.sum() == 3668 + 12 and (counts == 2).sum() == 12
+    # Still grouped: a batch's spread of lengths is far below that of a shuffled batch.
+    spread = np.mean([np.ptp(lengths[b]) for b in stream])
+    shuffled = np.random.default_rng(0).permutation(3668)[:3648].reshape(-1, batch)
+    assert spread < np.mean([np.ptp(lengths[b]) for b in shuffled]) / 4

@@ -72,12 +72,37 @@ def test_group_by_length_is_the_same_on_any_topology_and_on_resume(cached):
     resumed = _global_batches(cached, 1, 4, skip=6)
     for a, b in zip(one[6:], resumed):
         np.testing.assert_array_equal(a, b)
-    # Rows of a batch have similar lengths: the spread within batches is below the shuffled stream's.
+    # 40 rows, batch 8: a megabatch is min(40 // 32, 50) = 1 batch (Hugging Face's rule), so the sampler
+    # only sorts each shuffled batch, longest first (tests/data/test_batching.py checks the grouping).
     lengths = np.array(LENGTHS)
-    grouped_spread = np.mean([np.ptp(lengths[b]) for b in one[:5]])
-    plain = datasets.train_dataset_fn(cached, 8, seed=5)(tf.distribute.InputContext())
-    plain_spread = np.mean([np.ptp(lengths[b["label_ids"].numpy()]) for b in plain.take(5)])
-    assert grouped_spread < plain_spread / 2, (grouped_spread, plain_spread)
+    for batch in one:
+        assert np.all(np.diff(lengths[batch]) <= 0)
     # Each epoch holds every full batch's rows once.
     epoch = np.concatenate(one[:5])
     assert sorted(epoch) == list(range(40))
+
+
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_static_buckets_give_every_replica_of_a_step_the_global_batchs_bucket(cached, group_by_length):
+    """TPU / XLA: with 2 replicas (one worker, and two workers of one replica each) both per-replica
+    batches of a step take one length, the bucket of the longest row of the whole global batch, and hold
+    the one-replica run's rows."""
+    buckets, lengths = (8, 16, 32), np.array(LENGTHS)
+    policy = datasets.LengthPolicy(static=True, buckets=buckets)
+    fn = datasets.train_dataset_fn(cached, 8, seed=5, lengths=policy, group_by_length=group_by_length)
+    one = list(fn(TrainInputContext(1, 0, 1)).take(10))
+    replicas = list(fn(TrainInputContext(1, 0, 2)).take(20))
+    workers = [list(fn(TrainInputContext(2, w, 2)).take(10)) for w in range(2)]
+    mixed = 0
+    for step, whole in enumerate(one):
+        longest = lengths[whole["label_ids"].numpy()].max()
+        bucket = next(b for b in buckets if b >= longest)
+        halves = [(replicas[2 * step], replicas[2 * step + 1]), (workers[0][step], workers[1][step])]
+        for first, second in halves:
+            assert first["input_ids"].shape[1] == second["input_ids"].shape[1] == bucket == whole["input_ids"].shape[1]
+            np.testing.assert_array_equal(np.concatenate([first["label_ids"], second["label_ids"]]),
+                                          whole["label_ids"])
+        # Cut on their own, the two halves would have taken different buckets on some steps.
+        own = [next(b for b in buckets if b >= lengths[h["label_ids"].numpy()].max()) for h in halves[0]]
+        mixed += own[0] != own[1]
+    assert mixed > 0
