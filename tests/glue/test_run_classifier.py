@@ -172,6 +172,8 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "missing flag": ["--task_name=MRPC", "--do_train", *base[:3]],
         "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}",
                       f"--init_checkpoint={tmp_path / 'none'}"],
+        "padded and buckets": ["--task_name=MRPC", "--do_train", *base, "--pad_to_max_length",
+                               "--seq_length_buckets=16,32"],
     }
     results = driver_errors(cases)
     expected = {
@@ -181,6 +183,8 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "no weights": "no weights to use",
         "missing flag": "missing required flag(s): --output_dir",
         "bad label": f"{bad_dir / 'RTE' / 'dev.tsv'}:2: unknown label 'maybe'",
+        "padded and buckets": "--pad_to_max_length keeps every row at --max_seq_length, so --seq_length_buckets "
+                              "would be ignored",
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
