@@ -158,7 +158,7 @@ def synthetic_records(path: str, count: int, seq: int, predictions: int, vocab: 
 
     import tensorflow as tf
 
-    from albert_tf.data.pretraining_features import ExampleSerializer
+    from albert_tf.pretraining_data.features import ExampleSerializer
 
     rng = random.Random(seed)
     serializer = ExampleSerializer(seq, predictions, vocab)

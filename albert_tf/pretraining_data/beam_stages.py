@@ -18,16 +18,16 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
-from albert_tf.data.document_store import decode_document, encode_document
-from albert_tf.data.external_shuffle import bucket_of
-from albert_tf.data.pretraining_beam_io import InputRange, concatenate, local_copy, read_range, write_bytes
-from albert_tf.data.pretraining_config import PipelineConfig, check_nonempty
-from albert_tf.data.pretraining_features import ExampleSerializer
-from albert_tf.data.pretraining_instances import instances_from_plans, other_fragment, plan_document
-from albert_tf.data.pretraining_masking import VocabInfo
-from albert_tf.data.pretraining_options import InstanceStats
-from albert_tf.data.pretraining_reading import CorpusFacts, ReadCounters, tokenize_documents
-from albert_tf.data.pretraining_workers import document_seed, ordered_key
+from albert_tf.pretraining_data.document_store import decode_document, encode_document
+from albert_tf.pretraining_data.external_shuffle import bucket_of
+from albert_tf.pretraining_data.beam_io import InputRange, concatenate, local_copy, read_range, write_bytes
+from albert_tf.pretraining_data.config import PipelineConfig, check_nonempty
+from albert_tf.pretraining_data.features import ExampleSerializer
+from albert_tf.pretraining_data.instances import instances_from_plans, other_fragment, plan_document
+from albert_tf.pretraining_data.masking import VocabInfo
+from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, tokenize_documents
+from albert_tf.pretraining_data.workers import document_seed, ordered_key
 from albert_tf.data.tfrecord import frame_record
 from albert_tf.tokenization import FullTokenizer
 

@@ -1,0 +1,1 @@
+"""The pretraining-data tool behind create_pretraining_data.py."""
