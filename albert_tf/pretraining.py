@@ -90,7 +90,7 @@ def pretraining_task(
     """The Task the shared Trainer runs for `run_pretraining.py`.
 
     ``masked_lm_budget > 0`` masks every example anew in the input pipeline with that
-    share of tokens (``albert_tf.data.online_masking``); 0 uses the records' masks.
+    share of tokens (``albert_tf.pretraining_data.online_masking``); 0 uses the records' masks.
     """
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "

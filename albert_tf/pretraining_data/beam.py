@@ -1,7 +1,7 @@
 """create_pretraining_data as an Apache Beam pipeline (--runner=beam): the same files as the local tool,
 on one machine's DirectRunner or on Dataflow, Flink or Spark.
 
-The pipeline (stages in `pretraining_beam_stages`, files in `pretraining_beam_io`):
+The pipeline (stages in `beam_stages`, files in `beam_io`):
 
   input byte ranges -> read and tokenize (documents numbered in corpus order from per-range counts)
   documents -> plans of every pass -> requests keyed by the drawn "other document"

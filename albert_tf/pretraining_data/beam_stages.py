@@ -1,7 +1,7 @@
-"""The work of the Beam pipeline's stages, one DoFn or function each (wired in `pretraining_beam`).
+"""The work of the Beam pipeline's stages, one DoFn or function each (wired in `beam`).
 
 Documents travel as `document_store` records keyed by their corpus index; the draws are those of the
-local tool (`pretraining_workers.make_instances`): for pass p and document d, `plan_document` then
+local tool (`workers.make_instances`): for pass p and document d, `plan_document` then
 `instances_from_plans` with random.Random(document_seed(seed, p, d)), then one 64-bit sort key per
 instance from the same generator. The "other document" fragments come from a join keyed by the drawn
 document: `requests` emits (other, request), `fragments` answers each at the other document, and
