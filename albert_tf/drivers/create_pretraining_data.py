@@ -22,7 +22,7 @@ import sys
 
 from absl import app, flags
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import closing_summary, reports_errors
 from albert_tf.pretraining_data.instances import InstanceOptions
 from albert_tf.pretraining_data.beam import DEFAULT_PIPELINE_OPTIONS
 from albert_tf.pretraining_data.pipeline import (
@@ -168,10 +168,9 @@ def main(argv):
     except SystemExit as stop:
         sys.stderr.write("create_pretraining_data: terminated; temporary files removed\n")
         return stop.code
-    sys.stderr.write(
-        f"create_pretraining_data: wrote {summary['instances']} instances to "
-        f"{', '.join(summary['output_files'])}; summary in {summary['summary_file']}\n"
-    )
+    outputs = {"instances": summary["instances"], "output_files": summary["output_files"],
+               "summary": summary["summary_file"]}
+    sys.stderr.write(closing_summary("create_pretraining_data", outputs) + "\n")
 
 
 def run():

@@ -3,11 +3,13 @@ the original's, and the one way a driver ends: flags → a task and a ``FineTuni
 ``finetuning.run``."""
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Callable
 
 from absl import flags, logging
 
-from albert_tf.cli import reports_errors
+from albert_tf.cli import closing_summary, reports_errors
 
 
 def define_model_flags(max_seq_length: int, max_seq_length_help: str) -> None:
@@ -124,13 +126,13 @@ def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] |
 
 
 def run_and_report(task, job, f: flags.FlagValues) -> dict[str, Any]:
-    """Builds the strategy from the flags, runs the job and logs where each output went."""
+    """Builds the strategy from the flags, runs the job and prints where each output went."""
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
 
     produced = run(task, job, strategy_from_flags(f))
-    for name, value in produced.items():
-        logging.info("%s: %s", name, value)
+    if produced:  # other workers than the chief produce nothing
+        print(closing_summary(os.path.basename(sys.argv[0]), produced), flush=True)
     return produced
 
 
