@@ -12,7 +12,7 @@ import functools
 import os
 import re
 import sys
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from albert_tf.errors import RunError
 
@@ -53,6 +53,25 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
             return EXIT_USER_ERROR
 
     return wrapper
+
+
+def closing_summary(driver: str, outputs: Mapping[str, Any]) -> str:
+    """What a driver prints when it is done: each output's name, then its path (a path per line
+    when there are several) or its figures, each number written as the result files write it
+    (``training.results.format_value``), never a Python repr. None values are left out."""
+    from albert_tf.training.results import format_value
+
+    lines = [f"{driver}: done"]
+    for name, value in outputs.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            lines += [f"  {name}:", *(f"    {key} = {format_value(v)}" for key, v in value.items())]
+        elif isinstance(value, (list, tuple)):
+            lines += [f"  {name}:", *(f"    {format_value(v)}" for v in value)]
+        else:
+            lines.append(f"  {name}: {format_value(value)}")
+    return "\n".join(lines)
 
 
 def require_flags(flag_values, *names: str) -> None:

@@ -65,10 +65,12 @@ class Demo:
                                    stderr=subprocess.STDOUT, text=True, cwd=self.out)
         lines = []
         with open(log_path, "a", encoding="utf-8") as log:
+            summary = False  # inside the driver's closing summary (cli.closing_summary): shown whole
             for line in process.stdout:
                 log.write(line)
                 lines.append(line)
-                if _worth_showing(line):
+                summary = line.rstrip().endswith(": done") or (summary and line.startswith("  "))
+                if summary or _worth_showing(line):
                     print("   " + _shorten(line.rstrip()), flush=True)
         if process.wait() != 0:
             print("".join(lines[-30:]), file=sys.stderr)

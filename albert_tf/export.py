@@ -77,7 +77,7 @@ class HubModule(tf.Module):
     def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int,
                  config_file: str | None = None):
         super().__init__(name="albert_hub_module")
-        from albert_tf.weights.names import tf1_name_map
+        from albert_tf.weights.kinds import tf1_name_map
 
         # Call the Keras model without tracking it (tracking would serialize Keras'
         # own layer traces too); its variables are tracked directly, by TF1 name.

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data import pretraining_features
+from albert_tf.pretraining_data import features as pretraining_features
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.data.input_pipeline import make_tfrecord_dataset
@@ -90,7 +90,7 @@ def pretraining_task(
     """The Task the shared Trainer runs for `run_pretraining.py`.
 
     ``masked_lm_budget > 0`` masks every example anew in the input pipeline with that
-    share of tokens (``albert_tf.data.online_masking``); 0 uses the records' masks.
+    share of tokens (``albert_tf.pretraining_data.online_masking``); 0 uses the records' masks.
     """
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
@@ -98,7 +98,7 @@ def pretraining_task(
 
     remask = None
     if masked_lm_budget > 0:
-        from albert_tf.data.online_masking import tf_online_masking
+        from albert_tf.pretraining_data.online_masking import tf_online_masking
 
         remask = tf_online_masking(seed, masked_lm_budget, max_predictions_per_seq,
                                    find_mask_id(input_file, max_seq_length, max_predictions_per_seq),
@@ -149,7 +149,7 @@ def find_mask_id(input_file: str, max_seq_length: int, max_predictions_per_seq: 
     """The [MASK] id of pretraining data, read from its first records (for online masking)."""
     from absl import logging
 
-    from albert_tf.data.online_masking import most_common_replacement
+    from albert_tf.pretraining_data.online_masking import most_common_replacement
     from albert_tf.data.input_pipeline import expand_file_patterns
 
     dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(records).map(

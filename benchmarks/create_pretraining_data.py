@@ -24,7 +24,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -32,6 +31,9 @@ import tempfile
 import time
 
 from albert_tf.data.books import book_as_sentences
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import cpu_info  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ALBERT_TF_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -87,17 +89,6 @@ def tree_rss_kb(root: int, cpu_seen: dict | None = None) -> tuple[int, int]:
             cpu_seen[pid] = max(cpu_seen.get(pid, 0), _cpu_ticks(pid))
         stack.extend(children.get(pid, []))
     return total, _rss_kb(root)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def run(corpus: str, out_dir: str, workers: int, args, runner: str = "local") -> dict:
@@ -171,7 +162,7 @@ def main():
                 f.write(book * (args.copies * scale))
             corpora[scale] = path
         corpus_mb = os.path.getsize(corpora[1]) / 1e6
-        print(f"{cpu_name()}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}")
+        print(f"{cpu_info()['model']}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}")
         print(f"corpus 1x: {corpus_mb:.2f} MB ({args.copies} copies of Botchan), 4x: "
               f"{os.path.getsize(corpora[4]) / 1e6:.2f} MB; seq {args.seq}, dupe_factor {args.dupe}")
         rows = [("1x", run(corpora[1], tmp, 1, args)), ("1x", run(corpora[1], tmp, 2, args)),
@@ -198,7 +189,7 @@ def compare_beam(args) -> None:
         with open(corpus, "w", encoding="utf-8") as f:
             f.write(book * args.copies)
         corpus_mb = os.path.getsize(corpus) / 1e6
-        print(f"{cpu_name()}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}")
+        print(f"{cpu_info()['model']}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.1f}")
         print(f"corpus: {corpus_mb:.2f} MB ({args.copies} copies of Botchan); seq {args.seq}, dupe_factor {args.dupe}")
         rows = [("local", run(corpus, tmp, 2, args)), ("beam", run(corpus, tmp, 2, args, runner="beam"))]
         print(f"load average at end {os.getloadavg()[0]:.1f}")

@@ -50,7 +50,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import cpu_info, hf_train_step, isa_note  # noqa: E402
+from harness import cpu_info, isa_note, write_result  # noqa: E402
+from workload import hf_train_step  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
@@ -123,7 +124,7 @@ def run_ours(args, rows, batches, tmp) -> dict:
     from albert_tf.glue.task import GlueTask
     from albert_tf.modeling.encoder import AlbertModel
     from albert_tf.training import Task, TrainConfig, Trainer, create_optimizer, set_mixed_precision
-    from pretraining_step import train_more
+    from workload import train_more
 
     policy = set_mixed_precision("bf16" if args.precision == "bf16" else "none")
     config = AlbertConfig(**BASE, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
@@ -255,9 +256,7 @@ def worker_main(args) -> None:
             result = run_ours(args, rows, batches, tmp)
         else:
             result = run_hf(args, rows, batches, args.spm_model_file)
-    with open(args.result + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(args.result + ".tmp", args.result)
+    write_result(args.result, result)
 
 
 # ---------------------------------------------------------------- driver

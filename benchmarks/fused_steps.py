@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import cpu_info, isa_note  # noqa: E402
+from harness import cpu_info, isa_note  # noqa: E402
 
 
 def fastest_ms(call, repeats: int) -> float:

@@ -32,8 +32,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import (CpuUsage, _median, check_peers, comma_list, isa_note, print_machine,  # noqa: E402
-                              rss_mb)
+from harness import (CpuUsage, check_peers, comma_list, isa_note, median, print_machine, rss_mb,  # noqa: E402
+                     write_result)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRECISIONS = ("fp32", "bf16")
@@ -62,7 +62,7 @@ def time_calls(call, args) -> dict:
         with usage:
             call()
         times.append(time.perf_counter() - start)
-    return {"seconds": _median(times), "best": min(times), "cores_busy": usage.cores_busy(),
+    return {"seconds": median(times), "best": min(times), "cores_busy": usage.cores_busy(),
             "peak_rss_mb": rss_mb("VmHWM")}
 
 
@@ -197,13 +197,13 @@ def print_table(rows: list[dict], args) -> None:
     print(header)
     print("-" * len(header))
     for (impl, way, precision), runs in configs.items():
-        seconds = _median([r["seconds"] for r in runs])
+        seconds = median([r["seconds"] for r in runs])
         ratios = [hf[(r["round"], precision)] / r["seconds"] for r in runs
                   if impl == "ours" and (r["round"], precision) in hf]
         print(f"{impl:<5} {way:<10} {precision:<5} {seconds:>8.3f} {args.batch_size / seconds:>7.2f} "
               f"{args.batch_size / min(r['best'] for r in runs):>9.2f} "
-              f"{_median([r['cores_busy'] for r in runs]):>5.2f} "
-              f"{(f'{_median(ratios):.2f}x' if ratios else '-'):>7} {max(r['peak_rss_mb'] for r in runs):>11.0f}")
+              f"{median([r['cores_busy'] for r in runs]):>5.2f} "
+              f"{(f'{median(ratios):.2f}x' if ratios else '-'):>7} {max(r['peak_rss_mb'] for r in runs):>11.0f}")
     print("s/batch: median over rounds of the median timed call; ours/HF: HF s/batch / ours at the same precision "
           "in the same round (> 1: ours faster), median over rounds.  Target (issue 12, for an AMX CPU): "
           "bf16 >= 1.7x HF.")
@@ -236,9 +236,7 @@ def main() -> None:
 
     if args.worker:
         result = run_ours(args) if args.worker == "ours" else run_hf(args)
-        with open(args.result + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(result, f)
-        os.replace(args.result + ".tmp", args.result)
+        write_result(args.result, result)
         return
 
     precisions = comma_list(parser, "precisions", args.precisions, PRECISIONS)

@@ -28,7 +28,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import comma_list, encoder_forward_flop, print_machine, step_gflop  # noqa: E402
+from harness import comma_list, print_machine, write_result  # noqa: E402
+from workload import encoder_forward_flop, step_gflop  # noqa: E402
 
 VOCAB, EMBEDDING, HIDDEN, INTERMEDIATE, LAYERS, SEQ = 30000, 128, 768, 3072, 12, 128
 # (name, k, n, uses per layer) of a dense layer x[T, k] W[k, n]
@@ -114,10 +115,7 @@ def worker_main(args) -> None:
     timer = time_tf if args.worker == "tf" else time_torch
     result = {f"{p} T={t}": timer(args, p, t) for p in args.precision_list for t in (args.train_tokens,
                                                                                        args.infer_tokens)}
-    tmp = args.result + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(tmp, args.result)
+    write_result(args.result, result)
 
 
 def run_worker(args, framework: str, tmp: str) -> dict | None:

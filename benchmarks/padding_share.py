@@ -26,7 +26,7 @@ sys.path.insert(0, REPO)
 def pretraining_padded_share(seq: int, tmp: str) -> tuple[float, int]:
     import tensorflow as tf
 
-    from albert_tf.data.pretraining_features import SCHEMA
+    from albert_tf.pretraining_data.features import SCHEMA
 
     corpus = os.path.join(tmp, "botchan_sentences.txt")
     with open(os.path.join(SHARED, "data", "corpus", "botchan.txt"), encoding="utf-8") as f, \

@@ -36,77 +36,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Budget, CpuUsage, check_peers, comma_list, isa_note, median, print_machine,  # noqa: E402
+                     rss_mb, write_result)
+from workload import XLA_SETTINGS, build_trainer, hf_train_step, step_gflop, train_more  # noqa: E402
+
 PRECISIONS = ("fp32", "bf16")
 ONEDNN = {"default": None, "on": "1", "off": "0"}  # -> TF_ENABLE_ONEDNN_OPTS
-# --xla: the loop's enable_xla as a user writes it (albert_tf.training.xla reads it): "on" is what
-# --enable_xla gets (the loop runs bf16 on CPU without XLA), "force" compiles whatever the precision.
-XLA_SETTINGS = ("off", "on", "force")
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
-
-
-# ---------------------------------------------------------------- shared facts
-def cpu_info() -> dict:
-    """Model name and the ISA flags that decide float32/bf16 speed, from /proc/cpuinfo."""
-    model, flags = platform.processor() or "?", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name":
-                    model = value.strip()
-                elif key == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    return {"model": model, "flags": {name: name in flags for name in ISA_FLAGS}, "cpus": os.cpu_count()}
-
-
-def isa_note(info: dict) -> str:
-    f = info["flags"]
-    if f["amx_bf16"]:
-        return "AMX-BF16 present: bf16 matmuls have a hardware fast path (oneDNN AMX kernels)."
-    if f["avx512_bf16"]:
-        return "AVX512_BF16 present (no AMX): bf16 dot products in hardware, about 2x float32 at best."
-    return ("no AMX, no AVX512_BF16" + ("" if f["avx512f"] else ", no AVX-512") +
-            ": bf16 has NO hardware fast path here (it is converted/emulated); bf16 figures "
-            "and bf16 targets are not meaningful on this CPU.")
-
-
-def encoder_forward_flop(embedding: int, hidden: int, layers: int, intermediate: int, batch: int, seq: int) -> int:
-    """Matmul FLOP of one encoder forward pass: the E->H projection, and per layer Q/K/V/output
-    (4 H*H), scores and context (2 S*H per token) and the FFN (2 H*I)."""
-    tokens = batch * seq
-    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * 2 * batch * seq * seq * hidden
-    return 2 * tokens * embedding * hidden + layers * per_layer
-
-
-def step_gflop(vocab: int, embedding: int, hidden: int, layers: int, intermediate: int,
-               batch: int, seq: int, predictions: int) -> float:
-    """Matmul GFLOP of one training step: forward x 3 (backward computes 2 matmuls per
-    forward matmul).  Counts the encoder (`encoder_forward_flop`), the pooler, and the MLM
-    head on the gathered positions (H->E dense, E->V logits).  Elementwise ops,
-    softmax and LayerNorm are left out (a few percent)."""
-    forward = encoder_forward_flop(embedding, hidden, layers, intermediate, batch, seq)
-    forward += 2 * batch * hidden * hidden + 2 * batch * hidden * 2  # pooler, SOP
-    forward += 2 * batch * predictions * (hidden * embedding + embedding * vocab)
-    return 3 * forward / 1e9
-
-
-def rss_mb(field: str = "VmRSS") -> float:
-    """This process's VmRSS (current) or VmHWM (peak) in MiB."""
-    with open("/proc/self/status", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def linear_slope(ys: list[float], step: float) -> float:
@@ -119,108 +60,7 @@ def linear_slope(ys: list[float], step: float) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-class CpuUsage:
-    """Process CPU seconds (all threads) over wall seconds inside `with usage:` blocks: how
-    many cores a configuration kept busy (spinning thread pools count as busy)."""
-
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.cpu = self.wall = 0.0
-
-    def __enter__(self):
-        self._cpu0, self._wall0 = sum(os.times()[:2]), time.monotonic()
-        return self
-
-    def __exit__(self, *exc):
-        self.cpu += sum(os.times()[:2]) - self._cpu0
-        self.wall += time.monotonic() - self._wall0
-
-    def cores_busy(self) -> float:
-        return self.cpu / self.wall if self.wall else float("nan")
-
-
-class Budget:
-    """Stops a slow configuration early (at least one warm-up and one timed step)."""
-
-    def __init__(self, minutes: float):
-        self.deadline = time.monotonic() + minutes * 60
-
-    def over(self) -> bool:
-        return time.monotonic() > self.deadline
-
-
 # ---------------------------------------------------------------- ours (in a subprocess)
-def synthetic_records(path: str, count: int, seq: int, predictions: int, vocab: int, seed: int) -> None:
-    """Full-length random pretraining instances, in the project's TFRecord format."""
-    import random
-
-    import tensorflow as tf
-
-    from albert_tf.data.pretraining_features import ExampleSerializer
-
-    rng = random.Random(seed)
-    serializer = ExampleSerializer(seq, predictions, vocab)
-    with tf.io.TFRecordWriter(path) as writer:
-        for _ in range(count):
-            tokens = [rng.randrange(5, vocab) for _ in range(seq)]
-            first = rng.randrange(seq // 4, 3 * seq // 4)
-            segments = [0] * first + [1] * (seq - first)
-            positions = sorted(rng.sample(range(1, seq - 1), predictions))
-            ids = [rng.randrange(5, vocab) for _ in range(predictions)]
-            writer.write(serializer.serialize_instance(
-                tokens, segments, [1] * seq, positions, ids, rng.randrange(2)))
-
-
-def build_trainer(args, tmp: str):
-    """The Trainer that ours is timed through, on synthetic data in `tmp`; returns
-    (trainer, policy name).  Shared with ``profile_step.py``."""
-    import tensorflow as tf
-
-    from albert_tf import AlbertConfig
-    from albert_tf.pretraining import pretraining_task
-    from albert_tf.training import TrainConfig, Trainer, create_optimizer, set_mixed_precision
-    from albert_tf.training.xla import parse_xla_setting
-
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    policy = set_mixed_precision("bf16" if args.precision == "bf16" else "none")
-    config = AlbertConfig.preset("base", 2)
-    data = os.path.join(tmp, "synthetic.tfrecord")
-    synthetic_records(data, 256, args.seq_length, args.max_predictions, config.vocab_size, args.seed)
-    task = pretraining_task(config, data, args.seq_length, args.max_predictions,
-                            args.batch_size, args.batch_size, args.seed)
-    # Boundaries (log / save) far away: each train() call is one loop of exactly the
-    # steps asked for, and the Trainer's own examples/s covers just that loop.
-    train_config = TrainConfig(
-        output_dir=os.path.join(tmp, "out"), num_train_steps=1, train_batch_size=args.batch_size,
-        steps_per_loop=1, save_checkpoints_steps=10**9, keep_checkpoint_max=1, log_steps=10**9,
-        enable_xla=parse_xla_setting(args.xla), seed=args.seed, handle_signals=False)
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-
-    def optimizer_fn():  # the recipe's LAMB and schedule (run_pretraining.py defaults)
-        return create_optimizer(0.00176, 125000, 3125, "lamb")
-
-    return Trainer(task, strategy, optimizer_fn, train_config), policy
-
-
-def add_step_flags(parser: argparse.ArgumentParser) -> None:
-    """The workload flags of the scripts that run ``build_trainer``'s step outside this one's
-    driver (``profile_step.py``, ``step_memory.py``): threads, batch, sequence, predictions, seed."""
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--max_predictions", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=12345)
-
-
-def train_more(trainer, steps: int) -> float:
-    """Runs `steps` more steps in one loop; returns seconds per step (Trainer-measured)."""
-    trainer.config.num_train_steps = int(trainer.global_step.numpy()) + steps
-    trainer.config.steps_per_loop = steps
-    return 1.0 / trainer.train().logs["steps_per_second"]
 
 
 def run_ours(args, tmp: str) -> dict:
@@ -348,22 +188,11 @@ def measure_leak(train, leak_steps: int, leak_chunk: int, budget: Budget) -> dic
         sampler.close()
     half = len(peaks) // 2
     return {"leak_steps": done, "rss_peaks_mb": peaks, "rss_floors_mb": floors,
-            "rss_growth_mb": _median(peaks[-half:]) - _median(peaks[:half]),
+            "rss_growth_mb": median(peaks[-half:]) - median(peaks[:half]),
             "rss_slope_mb_per_100": 100 * linear_slope(peaks, leak_chunk)}
 
 
 # ---------------------------------------------------------------- HF (in a subprocess)
-def hf_train_step(model, optimizer, batch: dict, autocast) -> None:
-    """One Hugging Face training step as its Trainer runs it: forward (under ``autocast()``),
-    backward, clip to norm 1.0, update, clear the gradients."""
-    import torch
-
-    with autocast():
-        loss = model(**batch).loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 def run_hf(args) -> dict:
@@ -459,10 +288,7 @@ def worker_main(args) -> None:
     else:
         with tempfile.TemporaryDirectory(prefix="albert_bench_") as tmp:
             result = run_ours(args, tmp)
-    tmp = args.result + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(tmp, args.result)
+    write_result(args.result, result)
 
 
 def run_config(args, worker: str, precision: str, xla: str, tmp: str, onednn: str,
@@ -502,12 +328,6 @@ def run_config(args, worker: str, precision: str, xla: str, tmp: str, onednn: st
     return result
 
 
-def _median(values: list[float]) -> float:
-    values = sorted(values)
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-
-
 def _key(r: dict) -> tuple:
     return (r["impl"], r["precision"], r["xla"], r["onednn"])
 
@@ -527,16 +347,16 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
     print("-" * len(header))
     for key, runs in configs.items():
         impl, precision, xla, onednn = key
-        sps = _median([r["seconds_per_step"] for r in runs])
+        sps = median([r["seconds_per_step"] for r in runs])
         best = args.batch_size / min(r["best_seconds_per_step"] for r in runs)
         ratios = [hf_by_round[(r["round"], precision)]["seconds_per_step"] / r["seconds_per_step"]
                   for r in runs if impl == "ours" and (r["round"], precision) in hf_by_round]
-        ratio = f"{_median(ratios):.2f}x" if ratios else "-"
+        ratio = f"{median(ratios):.2f}x" if ratios else "-"
         leaks = [r for r in runs if r.get("leak_steps")]
         growth = (f"{max(r['rss_growth_mb'] for r in leaks):+.0f}/{leaks[0]['leak_steps']} st" if leaks else "-")
         steps = f"{runs[0]['warmup_steps']}+{runs[0]['timed_steps']}"
         print(f"{impl:<5} {precision:<5} {xla:<7} {onednn:<6} {steps:>6} {sps:>7.2f} {args.batch_size / sps:>6.2f} "
-              f"{best:>9.2f} {gflop / sps:>8.1f} {_median([r['cores_busy'] for r in runs]):>5.2f} {ratio:>7} "
+              f"{best:>9.2f} {gflop / sps:>8.1f} {median([r['cores_busy'] for r in runs]):>5.2f} {ratio:>7} "
               f"{max(r['peak_rss_mb'] for r in runs):>11.0f} "
               f"{growth:>16}")
     print(f"steps: warm-up + timed (per round).  s/step, ex/s: median over rounds of the mean over the timed "
@@ -557,33 +377,6 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
             print(f"RSS ours {r['precision']} XLA {r['xla']} oneDNN {r['onednn']} (round {r['round']}), per loop "
                   f"of {args.leak_chunk} steps: peaks {r['rss_peaks_mb']} MiB (slope "
                   f"{r['rss_slope_mb_per_100']:+.1f} MiB/100 steps), floors {r['rss_floors_mb']} MiB")
-
-
-def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -> list[str]:
-    """The values of a comma-list flag; a parser error for one not in `allowed`."""
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    for v in values:
-        if v not in allowed:
-            parser.error(f"--{flag}: unknown {v!r}, expected some of {', '.join(allowed)}")
-    return values
-
-
-def check_peers(parser: argparse.ArgumentParser) -> None:
-    """--compare needs torch and transformers (benchmarks/requirements.txt)."""
-    import importlib.util
-
-    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
-    if missing:
-        parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
-
-
-def print_machine() -> dict:
-    """Prints the CPU, its ISA flags and what they mean for bf16; returns ``cpu_info()``."""
-    info = cpu_info()
-    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
-    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
-    print(f"ISA note: {isa_note(info)}")
-    return info
 
 
 def main() -> None:

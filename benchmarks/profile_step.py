@@ -32,7 +32,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import XLA_SETTINGS, add_step_flags, build_trainer, cpu_info, isa_note, train_more  # noqa: E402
+from harness import cpu_info, isa_note  # noqa: E402
+from workload import XLA_SETTINGS, add_step_flags, build_trainer, train_more  # noqa: E402
 
 # "<node name>:<OpType>" as the executor names its spans (not "Class::method" spans).
 _OP_SPAN = re.compile(r"^(?P<node>[^:]+(?::[^:]+)*?):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")

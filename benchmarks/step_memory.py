@@ -30,7 +30,8 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretraining_step import add_step_flags, build_trainer, cpu_info, isa_note, rss_mb, train_more  # noqa: E402
+from harness import cpu_info, isa_note, rss_mb  # noqa: E402
+from workload import add_step_flags, build_trainer, train_more  # noqa: E402
 from profile_step import load_xspace  # noqa: E402
 
 MIB = 2**20

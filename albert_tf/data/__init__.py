@@ -1,7 +1,5 @@
-"""Record formats and their files: record schemas (`records`), the one feature cache
-(`feature_cache`), and pretraining data: the TFRecord feature spec
-(`pretraining_features`), the instance algorithm (`pretraining_instances`) and the
-streaming, parallel pipeline behind create_pretraining_data.py (`pretraining_pipeline`),
-with its parts: the tokenized corpus on disk (`document_store`), the external shuffle
-(`external_shuffle`) and TFRecord/Example writing without TensorFlow (`tfrecord`),
-and online masking for run_pretraining.py (`online_masking`)."""
+"""What every task's data goes through: record schemas (`records`), TFRecord/Example writing
+without TensorFlow (`tfrecord`), the one feature cache (`feature_cache`), reading TFRecords
+(`input_pipeline`), batching and trimming (`batching`, `datasets`), and Gutenberg books as
+create_pretraining_data's input (`books`). The pretraining-data tool itself is
+`albert_tf.pretraining_data`."""

@@ -1,5 +1,5 @@
 """Record schemas: one table per TFRecord format, from which its parse spec, its writer
-and its padding rows are built (pretraining's is `pretraining_features.SCHEMA`).
+and its padding rows are built (pretraining's is `albert_tf.pretraining_data.features.SCHEMA`).
 
 A row is ``(name, dtype, length)``: dtype ``"int64"`` or ``"float32"``; length a size
 name (``"max_seq_length"``, given when the schema is used), a fixed number, a tuple of
@@ -10,7 +10,7 @@ features become int32 (what the models take, as the original's input_fn did).
 
 The schemas themselves live with their formats (GLUE in ``glue/features.py``, RACE in
 ``race/records.py``, SQuAD in ``squad/records.py``, pretraining in
-``data/pretraining_features.py``); each carries a version that enters the feature caches'
+``pretraining_data/features.py``); each carries a version that enters the feature caches'
 keys. ``sequence_features``: the features whose last dimension is the sequence (what a
 batch trimmed to its longest row cuts).
 """

@@ -22,10 +22,10 @@ import sys
 
 from absl import app, flags
 
-from albert_tf.cli import reports_errors
-from albert_tf.data.pretraining_instances import InstanceOptions
-from albert_tf.data.pretraining_beam import DEFAULT_PIPELINE_OPTIONS
-from albert_tf.data.pretraining_pipeline import (
+from albert_tf.cli import closing_summary, reports_errors
+from albert_tf.pretraining_data.instances import InstanceOptions
+from albert_tf.pretraining_data.beam import DEFAULT_PIPELINE_OPTIONS
+from albert_tf.pretraining_data.pipeline import (
     PipelineConfig,
     create_pretraining_data,
     default_summary_file,
@@ -93,7 +93,7 @@ def _usable_cpus() -> int:
 
 def _input_files() -> tuple[str, ...]:
     if FLAGS.runner == "beam":
-        from albert_tf.data.pretraining_beam_io import resolve_inputs  # gs:// and other Beam file systems
+        from albert_tf.pretraining_data.beam_io import resolve_inputs  # gs:// and other Beam file systems
 
         return resolve_inputs(FLAGS.input_file)[0]
     return resolve_input_files(FLAGS.input_file)
@@ -104,7 +104,7 @@ def _run(config: PipelineConfig) -> dict:
         return create_pretraining_data(config)
     import logging
 
-    from albert_tf.data.pretraining_beam import create_pretraining_data_beam
+    from albert_tf.pretraining_data.beam import create_pretraining_data_beam
 
     logging.getLogger("apache_beam").setLevel(logging.WARNING)  # not every worker's start and stop
     return create_pretraining_data_beam(config, FLAGS.beam_pipeline_options)
@@ -168,10 +168,9 @@ def main(argv):
     except SystemExit as stop:
         sys.stderr.write("create_pretraining_data: terminated; temporary files removed\n")
         return stop.code
-    sys.stderr.write(
-        f"create_pretraining_data: wrote {summary['instances']} instances to "
-        f"{', '.join(summary['output_files'])}; summary in {summary['summary_file']}\n"
-    )
+    outputs = {"instances": summary["instances"], "output_files": summary["output_files"],
+               "summary": summary["summary_file"]}
+    sys.stderr.write(closing_summary("create_pretraining_data", outputs) + "\n")
 
 
 def run():

@@ -3,11 +3,13 @@ the original's, and the one way a driver ends: flags → a task and a ``FineTuni
 ``finetuning.run``."""
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Callable
 
 from absl import flags, logging
 
-from albert_tf.cli import reports_errors, require_flags
+from albert_tf.cli import closing_summary, reports_errors, require_flags
 
 
 def define_model_flags(max_seq_length: int, max_seq_length_help: str) -> None:
@@ -130,7 +132,7 @@ def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] |
 
 def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagValues) -> dict[str, Any]:
     """Builds the strategy from the flags, takes ``--output_dir``'s run lock (before anything is written
-    there: the task may cache features into it), makes the task and job, runs it and logs where each
+    there: the task may cache features into it), makes the task and job, runs it and prints where each
     output went."""
     from albert_tf.fileio import absolute
     from albert_tf.finetuning import run
@@ -144,8 +146,8 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
     with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index, f.take_over_run_lock):
         task, job = task_and_job_from_flags()
         produced = run(task, job, strategy)
-    for name, value in produced.items():
-        logging.info("%s: %s", name, value)
+    if produced:  # other workers than the chief produce nothing
+        print(closing_summary(os.path.basename(sys.argv[0]), produced), flush=True)
     return produced
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.cli import entry_point, reports_errors, require_flags
+from albert_tf.cli import closing_summary, entry_point, reports_errors, require_flags
 from albert_tf.training.flags import define_flags
 from albert_tf.training.optimizers import OPTIMIZERS
 
@@ -92,7 +92,7 @@ def _train_and_evaluate(config, strategy) -> None:
                                 FLAGS.optimizer, FLAGS.poly_power, FLAGS.start_warmup_step)
 
     trainer = Trainer(task, strategy, optimizer_fn, train_config_from_flags(FLAGS))
-    evaluator = None
+    evaluator, produced = None, {}
     if FLAGS.do_eval:
         # Each checkpoint is evaluated once: those an earlier run left, then each one as it is saved.
         evaluator = checkpoint_evaluator(trainer, FLAGS.max_eval_steps)
@@ -103,9 +103,12 @@ def _train_and_evaluate(config, strategy) -> None:
         if evaluator is not None:
             trainer.add_save_hook(evaluator.after_save)
         result = trainer.train()
-        print(f"training finished at step {result.global_step}; checkpoint {result.checkpoint_path}")
+        produced.update(global_step=result.global_step, checkpoint=result.checkpoint_path)
     if evaluator is not None and trainer.worker.is_chief:
-        print(f"eval results in {evaluator.results_path}; best checkpoint {evaluator.keeper.best_prefix}")
+        produced.update(eval_results=evaluator.results_path, best_checkpoint=evaluator.keeper.best_prefix)
+    if produced:
+        print(closing_summary("run_pretraining.py", produced), flush=True)
+    return 0
 
 
 run = entry_point(main)

@@ -47,7 +47,6 @@ from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model
                                          job_from_flags, run_and_report)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
-from albert_tf.training.results import format_eval_results
 
 FLAGS = flags.FLAGS
 
@@ -170,13 +169,7 @@ def _has_checkpoints(output_dir: str) -> bool:
 @reports_errors
 def main(argv) -> int:
     del argv
-    from albert_tf.squad import postprocess
-
-    produced = run_and_report(task_and_job_from_flags, FLAGS)
-    if "metrics" in produced:
-        print(format_eval_results(produced["metrics"], postprocess.RESULTS_LAYOUT), end="")
-    for path in produced.get("export", ()):
-        print(f"exported {path} (weights: {produced['weights']})")
+    run_and_report(task_and_job_from_flags, FLAGS)  # its summary: predictions, metrics, export, the weights used
     return 0
 
 

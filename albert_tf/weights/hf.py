@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.weights import kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 
@@ -38,25 +39,6 @@ MAPPING_PREFIX = "bert/encoder/embedding_hidden_mapping_in/"
 PICKLE_REFUSAL = ("only safetensors weights are read: a .bin file is a Python pickle, which runs code of "
                   "whoever wrote it while it loads (and needs PyTorch); use the model's model.safetensors, "
                   "or save it with transformers' save_pretrained(..., safe_serialization=True)")
-
-
-@dataclasses.dataclass(frozen=True)
-class Architecture:
-    """What a transformers class saves: its heads (HF name prefixes), whether its
-    encoder has the pooler, and whether the encoder sits under `albert.`."""
-    heads: tuple[str, ...]
-    pooler: bool = True
-    prefixed: bool = True
-
-
-ARCHITECTURES = {
-    "AlbertModel": Architecture((), prefixed=False),
-    "AlbertForPreTraining": Architecture(("predictions.", "sop_classifier.")),
-    "AlbertForMaskedLM": Architecture(("predictions.",), pooler=False),
-    "AlbertForSequenceClassification": Architecture(("classifier.",)),
-    "AlbertForMultipleChoice": Architecture(("classifier.",)),
-    "AlbertForQuestionAnswering": Architecture(("qa_outputs.",), pooler=False),
-}
 
 
 @dataclasses.dataclass
@@ -235,13 +217,14 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
     """HF name -> float32 value of what `architecture`'s save_pretrained writes,
     from a built model of ours. CheckpointError if the model lacks the class's head
     or has weights transformers cannot hold."""
-    if architecture not in ARCHITECTURES:
-        raise CheckpointError(f"unknown Hugging Face architecture {architecture}; known: {', '.join(ARCHITECTURES)}")
-    spec = ARCHITECTURES[architecture]
+    if architecture not in name_table.ARCHITECTURES:
+        raise CheckpointError(f"unknown Hugging Face architecture {architecture}; "
+                              f"known: {', '.join(name_table.ARCHITECTURES)}")
+    spec = name_table.ARCHITECTURES[architecture]
     if not model.built:
         model(model.dummy_inputs())
     tensors, foreign = {}, []
-    for tf1_name, variable in name_table.tf1_name_map(model).items():
+    for tf1_name, variable in kinds.tf1_name_map(model).items():
         mapped = name_table.hf_name(tf1_name)
         if mapped is None:
             foreign.append(tf1_name)
@@ -269,7 +252,7 @@ def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
     return tensors
 
 
-def _add_identity_mapping(tensors: dict[str, np.ndarray], spec: Architecture, width: int) -> None:
+def _add_identity_mapping(tensors: dict[str, np.ndarray], spec: name_table.Architecture, width: int) -> None:
     """transformers always builds embedding_hidden_mapping_in and would initialise a
     missing one at random; our E == H model has none, i.e. the identity."""
     prefix = (name_table.HF_BASE_PREFIX if spec.prefixed else "") + "encoder.embedding_hidden_mapping_in."

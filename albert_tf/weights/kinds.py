@@ -3,7 +3,7 @@ name table and the converter need to know about it.
 
 A task declares its kind next to its model class (`register(ModelKind(...))`); the
 encoder and the pretrainer, which live below this floor, are declared at the end of
-this module. `names.tf1_name_map` finds a model's head names through its kind and
+this module. `tf1_name_map` finds a model's head names through its kind and
 `albert_tf.conversion` walks `kinds()` to detect, build and convert every kind, so a
 new task touches nothing in this package.
 """
@@ -17,7 +17,7 @@ import tensorflow as tf
 from albert_tf.keras import keras
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.modeling.models import AlbertPretrainer, build as build_model
-from albert_tf.weights import hf, names
+from albert_tf.weights import names
 
 AUTO = "auto"  # --converted_model: detect the kind from the checkpoint
 
@@ -40,9 +40,9 @@ class ModelKind:
     build(config, **options): a built model (variables created); called with the config
       alone it builds a representative size.
     tf1_head_names(model): TF1 name -> variable of the model's heads (the encoder's are
-      added by `names.tf1_name_map`); `names.dense_names`, `layer_norm_names` and
+      added by `tf1_name_map`); `names.dense_names`, `layer_norm_names` and
       `projection_names` spell them.
-    hf_architecture: the transformers class it converts to (a key of `hf.ARCHITECTURES`),
+    hf_architecture: the transformers class it converts to (a key of `names.ARCHITECTURES`),
       None if transformers has no counterpart (then `*_to_hf` is refused).
     tf1_marker: a TF1 name only this kind's checkpoints hold, for auto detection (None:
       the kind must be named for TF1 inputs).
@@ -76,7 +76,7 @@ def register(kind: ModelKind) -> ModelKind:
         raise ValueError(f"{kind.model_class.__name__} is not Keras-serialisable: decorate it with "
                          f"albert_tf.modeling.encoder.serializable")
     for architecture in (kind.hf_architecture, *kind.hf_also_reads):
-        if architecture is not None and architecture not in hf.ARCHITECTURES:
+        if architecture is not None and architecture not in names.ARCHITECTURES:
             raise ValueError(f"{kind.name}: unknown Hugging Face architecture {architecture}")
     for other in _KINDS.values():
         shared = [what for what, mine, theirs in (
@@ -115,6 +115,15 @@ def kind_of(model) -> ModelKind:
             return by_class[cls]
     raise TypeError(f"{type(model).__name__} has no TF1 names: declare its kind next to the class "
                     f"(albert_tf.weights.kinds.register)")
+
+
+def tf1_name_map(model) -> dict[str, tf.Variable]:
+    """TF1 name -> variable for a built model of a registered kind (an AlbertModel, or a
+    model with an `.encoder` whose kind names its heads): the encoder's names from the name
+    table, the heads' from the kind."""
+    kind = kind_of(model)
+    encoder = model if isinstance(model, AlbertModel) else model.encoder
+    return {**names.encoder_names(encoder), **kind.tf1_head_names(model)}
 
 
 # The two models of the modeling floor, which cannot import this one.

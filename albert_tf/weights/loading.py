@@ -10,7 +10,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.weights import files, hf
+from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 
@@ -207,7 +207,7 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     keys = set(shapes)
     fmt = checkpoint_format(keys)
     _ensure_built(model)
-    model_names = name_table.tf1_name_map(model)
+    model_names = kinds.tf1_name_map(model)
     if fmt == "tf1":
         sources = _tf1_sources(model_names, keys, init_from_group0)
     elif fmt == "export":
@@ -281,7 +281,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     _ensure_built(model)
     saves_pooler = hf.ARCHITECTURES.get(checkpoint.architecture, hf.ARCHITECTURES["AlbertModel"]).pooler
     notes = _config_notes(model.config, checkpoint)
-    model_names = name_table.tf1_name_map(model)
+    model_names = kinds.tf1_name_map(model)
     sources = {}
     for name in model_names:
         source = name_table.group0_source_name(name) if init_from_group0 else name

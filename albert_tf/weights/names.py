@@ -10,6 +10,7 @@ declared next to the model class with the helpers below).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from typing import Optional
@@ -17,7 +18,6 @@ from typing import Optional
 import tensorflow as tf
 
 from albert_tf.keras import keras
-from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.modeling.layers import LayerNorm
 
 # Prefix TF-Hub modules put before every variable name.
@@ -26,6 +26,25 @@ HUB_PREFIX = "module/"
 _NON_WEIGHT = re.compile(r"(^global_step$)|(/(adam_m|adam_v|lamb_m|lamb_v|Momentum|ExponentialMovingAverage)$)")
 PRETRAINING_HEAD_PREFIXES = ("cls/predictions/", "cls/seq_relationship/")
 SENTENCE_ORDER_PREFIX = "cls/seq_relationship/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What a transformers class saves: its heads (HF name prefixes), whether its
+    encoder has the pooler, and whether the encoder sits under `albert.`."""
+    heads: tuple[str, ...]
+    pooler: bool = True
+    prefixed: bool = True
+
+
+ARCHITECTURES = {
+    "AlbertModel": Architecture((), prefixed=False),
+    "AlbertForPreTraining": Architecture(("predictions.", "sop_classifier.")),
+    "AlbertForMaskedLM": Architecture(("predictions.",), pooler=False),
+    "AlbertForSequenceClassification": Architecture(("classifier.",)),
+    "AlbertForMultipleChoice": Architecture(("classifier.",)),
+    "AlbertForQuestionAnswering": Architecture(("qa_outputs.",), pooler=False),
+}
 
 
 def is_weight_name(name: str) -> bool:
@@ -89,16 +108,6 @@ def pretraining_head_names(pretrainer) -> dict[str, tf.Variable]:
         "cls/predictions/output_bias": mlm.output_bias,
         **projection_names("cls/seq_relationship", pretrainer.sentence_order),
     }
-
-
-def tf1_name_map(model) -> dict[str, tf.Variable]:
-    """TF1 name -> variable for a built model of a registered kind (an AlbertModel, or a
-    model with an `.encoder` whose kind names its heads)."""
-    from albert_tf.weights import kinds  # kinds names the core models' heads with this module
-
-    kind = kinds.kind_of(model)
-    encoder = model if isinstance(model, AlbertModel) else model.encoder
-    return {**encoder_names(encoder), **kind.tf1_head_names(model)}
 
 
 def group0_source_name(name: str) -> str:

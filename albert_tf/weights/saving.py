@@ -13,7 +13,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from albert_tf.fileio import is_remote
-from albert_tf.weights import files, hf
+from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.loading import MODEL_ROOT
 
@@ -33,7 +33,7 @@ def save_model_checkpoint(model, prefix: str) -> str:
 def save_tf1_checkpoint(model, prefix: str) -> str:
     """Writes the model's weights under Google's TF1 names (readable by the original
     code's `init_from_checkpoint`, by `tf.train.load_checkpoint` and other tools)."""
-    variables = name_table.tf1_name_map(model)
+    variables = kinds.tf1_name_map(model)
     ordered = sorted(variables)
 
     def write(tmp: str) -> None:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from albert_tf.data.books import write_book_as_sentences
-from albert_tf.data.pretraining_instances import InstanceOptions
-from albert_tf.data.pretraining_pipeline import PipelineConfig, create_pretraining_data
+from albert_tf.pretraining_data.instances import InstanceOptions
+from albert_tf.pretraining_data.pipeline import PipelineConfig, create_pretraining_data
 
 _CACHE = {}
 
@@ -72,7 +72,7 @@ def botchan_records(botchan_run):
     if "records" not in _CACHE:
         import tensorflow as tf
 
-        from albert_tf.data.pretraining_features import parse_example
+        from albert_tf.pretraining_data.features import parse_example
 
         out, _ = botchan_run
         ds = tf.data.TFRecordDataset(str(out)).batch(4096)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from albert_tf.data.external_shuffle import ShuffleStats, append_to_buckets, bucket_of, entry, sorted_bucket
+from albert_tf.pretraining_data.external_shuffle import ShuffleStats, append_to_buckets, bucket_of, entry, sorted_bucket
 
 
 def _scatter(directory, records, num_buckets, writers, rng):

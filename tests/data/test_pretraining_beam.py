@@ -10,10 +10,10 @@ import sys
 import pytest
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-from albert_tf.data.pretraining_beam import create_pretraining_data_beam
-from albert_tf.data.pretraining_beam_io import input_ranges, read_range
-from albert_tf.data.pretraining_pipeline import PretrainingDataError, create_pretraining_data
-from albert_tf.data.pretraining_reading import ReadCounters, iter_blocks
+from albert_tf.pretraining_data.beam import create_pretraining_data_beam
+from albert_tf.pretraining_data.beam_io import input_ranges, read_range
+from albert_tf.pretraining_data.pipeline import PretrainingDataError, create_pretraining_data
+from albert_tf.pretraining_data.reading import ReadCounters, iter_blocks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_MEMORY = "--runner=FnApiRunner --direct_running_mode=in_memory --direct_num_workers=1"
@@ -212,7 +212,7 @@ class _FakeRemoteFileSystem(LocalFileSystem):
 
 def test_remote_paths_go_through_beam_file_systems(tmp_path, tmp_path_factory, make_config, spm_model,
                                                    botchan_corpus):
-    from albert_tf.data.pretraining_beam_io import resolve_inputs
+    from albert_tf.pretraining_data.beam_io import resolve_inputs
 
     remote = tmp_path / "bucket"
     (remote / "corpus").mkdir(parents=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from albert_tf.data.pretraining_pipeline import create_pretraining_data
+from albert_tf.pretraining_data.pipeline import create_pretraining_data
 
 CLS, SEP, MASK = 2, 3, 4
 

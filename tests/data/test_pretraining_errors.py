@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from albert_tf.data.pretraining_pipeline import PretrainingDataError, create_pretraining_data
+from albert_tf.pretraining_data.pipeline import PretrainingDataError, create_pretraining_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.pretraining_features import (
+from albert_tf.pretraining_data.features import (
     FEATURE_NAMES,
     ExampleSerializer,
     feature_spec,

@@ -4,8 +4,8 @@ import random
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.pretraining_features import parse_example
-from albert_tf.data.pretraining_instances import (
+from albert_tf.pretraining_data.features import parse_example
+from albert_tf.pretraining_data.instances import (
     InstanceOptions,
     InstanceStats,
     VocabInfo,
@@ -13,7 +13,7 @@ from albert_tf.data.pretraining_instances import (
     is_start_piece_sp,
     truncate_seq_pair,
 )
-from albert_tf.data.pretraining_pipeline import create_pretraining_data
+from albert_tf.pretraining_data.pipeline import create_pretraining_data
 
 
 def test_start_piece_rule():

@@ -12,8 +12,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from albert_tf.data import pretraining_pipeline
-from albert_tf.data.pretraining_pipeline import create_pretraining_data
+from albert_tf.pretraining_data import pipeline as pretraining_pipeline
+from albert_tf.pretraining_data.pipeline import create_pretraining_data
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -71,7 +71,7 @@ def _raw_records(path):
 def _parse(raw):
     import tensorflow as tf
 
-    from albert_tf.data.pretraining_features import parse_example
+    from albert_tf.pretraining_data.features import parse_example
 
     return {k: v.numpy() for k, v in parse_example(tf.constant(raw), SEQ, PREDICTIONS).items()}
 

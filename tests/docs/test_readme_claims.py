@@ -5,8 +5,8 @@ import os
 import random
 import re
 
-from albert_tf.data import online_masking
-from albert_tf.data.pretraining_instances import InstanceOptions, InstanceStats, VocabInfo, \
+from albert_tf.pretraining_data import online_masking
+from albert_tf.pretraining_data.instances import InstanceOptions, InstanceStats, VocabInfo, \
     create_instances_from_document
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

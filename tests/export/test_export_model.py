@@ -113,7 +113,7 @@ def test_export_is_a_fine_tuning_start(exported):
     from albert_tf.glue.heads import GlueClassifier
     from albert_tf import AlbertModel, load_checkpoint
     from albert_tf.weights.loading import fine_tuning_init
-    from albert_tf.weights.names import tf1_name_map
+    from albert_tf.weights.kinds import tf1_name_map
 
     folder, model, _ = exported
     saved = str(folder / "saved")

@@ -6,7 +6,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.glue import heads
 from albert_tf.weights import load_checkpoint, save_tf1_checkpoint
-from albert_tf.weights.names import tf1_name_map
+from albert_tf.weights.kinds import tf1_name_map
 
 
 @pytest.fixture

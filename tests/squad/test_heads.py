@@ -5,7 +5,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.squad import heads
-from albert_tf.weights import names
+from albert_tf.weights import kinds, names
 
 H, S, B = 16, 12, 3
 
@@ -35,7 +35,7 @@ def test_v1_head_names_shapes_and_loss():
     start, end = model.head(seq)[..., 0], model.head(seq)[..., 1]
     assert start.shape == end.shape == (B, S) and start.dtype == tf.float32
     model(model.dummy_inputs())
-    tf1 = {k: v.shape.as_list() for k, v in names.tf1_name_map(model).items() if not k.startswith("bert/")}
+    tf1 = {k: v.shape.as_list() for k, v in kinds.tf1_name_map(model).items() if not k.startswith("bert/")}
     assert tf1 == {"cls/squad/output_weights": [2, H], "cls/squad/output_bias": [2]}
     w, b = model.head.output_weights.numpy(), model.head.output_bias.numpy()
     np.testing.assert_allclose(start, seq.numpy() @ w[0] + b[0], atol=1e-5)
@@ -63,7 +63,7 @@ def test_v2_head_beam_masking_and_names():
     # Beam scores are sorted log-probabilities; masked positions carry ~0 mass.
     stl = out["start_top_log_probs"].numpy()
     assert (np.diff(stl, axis=1) <= 0).all() and (stl <= 0).all()
-    tf1 = {k: v.shape.as_list() for k, v in names.tf1_name_map(model).items() if not k.startswith("bert/")}
+    tf1 = {k: v.shape.as_list() for k, v in kinds.tf1_name_map(model).items() if not k.startswith("bert/")}
     assert tf1 == {
         "start_logits/dense/kernel": [H, 1], "start_logits/dense/bias": [1],
         "end_logits/dense_0/kernel": [2 * H, H], "end_logits/dense_0/bias": [H],
@@ -101,7 +101,7 @@ def test_v2_loss_matches_numpy():
 def test_models_register_tf1_names():
     v1 = heads.build_squad_model(_config(), version_2=False)
     v2 = heads.build_squad_model(_config(), version_2=True, start_n_top=2, end_n_top=2)
-    n1, n2 = names.tf1_name_map(v1), names.tf1_name_map(v2)
+    n1, n2 = kinds.tf1_name_map(v1), kinds.tf1_name_map(v2)
     assert "cls/squad/output_weights" in n1 and "bert/pooler/dense/kernel" in n1
     assert "answer_class/dense_1/kernel" in n2 and "cls/squad/output_bias" not in n2
     assert len(n1) == len(v1.weights) and len(n2) == len(v2.weights)

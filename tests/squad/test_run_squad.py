@@ -26,6 +26,17 @@ def _run(args, timeout=240):
     return out
 
 
+def _summary_block(stdout: str, name: str) -> list[str]:
+    """The lines under ``name`` in the driver's closing summary."""
+    lines = stdout[stdout.index("run_squad.py: done"):].splitlines()
+    block = []
+    for line in lines[lines.index(f"  {name}:") + 1:]:
+        if not line.startswith("    "):
+            break
+        block.append(line.strip())
+    return block
+
+
 @pytest.fixture
 def common(shared, tmp_path):
     config = tmp_path / "albert_config.json"
@@ -45,7 +56,11 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     nbest = json.loads((out_dir / "nbest_predictions.json").read_text())
     assert len(predictions) == len(nbest) == 810 and all(predictions.values())
     assert not (out_dir / "null_odds.json").exists()
-    assert "exact_match" in run.stdout
+    # The closing summary: a path per line, the metrics as the last block of eval_results.txt writes them.
+    assert {pathlib.Path(p) for p in _summary_block(run.stdout, "predictions")} == {
+        out_dir / "predictions.json", out_dir / "nbest_predictions.json"}
+    exported = [pathlib.Path(p) for p in _summary_block(run.stdout, "export")]  # the SavedModel and the .tflite
+    assert len(exported) == 2 and all(p.exists() and tmp_path / "export" in p.parents for p in exported)
     # Every checkpoint scored (one block each), the best by F1 kept and named at the end.
     results = (out_dir / "eval_results.txt").read_text()
     blocks, final = results.split("=" * 50 + "\n")[:-1], results.split("=" * 50 + "\n")[-1]
@@ -58,6 +73,7 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     assert (out_dir / "model.ckpt-best.index").exists()
     best_step = int((out_dir / "best_trial.txt").read_text().split(":")[1])
     assert final.rstrip().endswith(f"best perf happened at step: {best_step}")
+    assert sorted(_summary_block(run.stdout, "metrics")) == sorted(line for line in final.splitlines() if " = " in line)
     assert float(final.split("\nf1 = ")[1].split("\n")[0]) == max(f1s)
     # The written predictions are the best checkpoint's: rescoring them gives its F1.
     from albert_tf.squad import evaluate

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training import checkpoint_evaluation, checkpoint_policy, results
+from albert_tf.training import checkpoint_evaluation, results
 from albert_tf.weights import files
 
 

@@ -244,7 +244,7 @@ def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint
 
 
 def test_squad_v2_head_is_refused_in_one_line(tmp_path, random_tf1_checkpoint):
-    from albert_tf.weights.names import tf1_name_map
+    from albert_tf.weights.kinds import tf1_name_map
     from albert_tf.squad.heads import build_squad_model
 
     config = AlbertConfig(**MULTI_GROUP)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from albert_tf.data.pretraining_config import PretrainingDataError
+from albert_tf.pretraining_data.config import PretrainingDataError
 from albert_tf.tokenization import FullTokenizer, preprocess_text
 
 

@@ -22,8 +22,8 @@ from typing import BinaryIO, Sequence
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from albert_tf.data.pretraining_config import PretrainingDataError, resolve_input_files
-from albert_tf.data.pretraining_reading import ReadCounters, invalid_line_error, line_text
+from albert_tf.pretraining_data.config import PretrainingDataError, resolve_input_files
+from albert_tf.pretraining_data.reading import ReadCounters, invalid_line_error, line_text
 
 RAW = CompressionTypes.UNCOMPRESSED  # never guess a codec from the file name: the local tool reads bytes
 _CHUNK = 1 << 16

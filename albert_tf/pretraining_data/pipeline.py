@@ -48,9 +48,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from albert_tf.data.document_store import DATA_FILE, INDEX_FILE, DocumentStore, DocumentStoreWriter, token_typecode
-from albert_tf.data.external_shuffle import ENTRY_HEADER, ShuffleStats
-from albert_tf.data.pretraining_config import (  # noqa: F401  (the tool's API, re-exported)
+from albert_tf.pretraining_data.document_store import (
+    DATA_FILE, INDEX_FILE, DocumentStore, DocumentStoreWriter, token_typecode)
+from albert_tf.pretraining_data.external_shuffle import ENTRY_HEADER, ShuffleStats
+from albert_tf.pretraining_data.config import (  # noqa: F401  (the tool's API, re-exported)
     MIN_SEQ_LENGTH,
     PipelineConfig,
     PretrainingDataError,
@@ -62,11 +63,11 @@ from albert_tf.data.pretraining_config import (  # noqa: F401  (the tool's API, 
     resolve_output_files,
     validate,
 )
-from albert_tf.data.pretraining_features import ExampleSerializer
-from albert_tf.data.pretraining_options import InstanceStats
-from albert_tf.data.pretraining_reading import CorpusFacts, ReadCounters, iter_blocks
-from albert_tf.data.pretraining_summary import Progress, build_summary, write_summary_json
-from albert_tf.data.pretraining_workers import (  # noqa: F401  (document_seed: re-exported)
+from albert_tf.pretraining_data.features import ExampleSerializer
+from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, iter_blocks
+from albert_tf.pretraining_data.summary import Progress, build_summary, write_summary_json
+from albert_tf.pretraining_data.workers import (  # noqa: F401  (document_seed: re-exported)
     Runner,
     WorkerSettings,
     document_seed,

@@ -1,7 +1,7 @@
-"""The work of the Beam pipeline's stages, one DoFn or function each (wired in `pretraining_beam`).
+"""The work of the Beam pipeline's stages, one DoFn or function each (wired in `beam`).
 
 Documents travel as `document_store` records keyed by their corpus index; the draws are those of the
-local tool (`pretraining_workers.make_instances`): for pass p and document d, `plan_document` then
+local tool (`workers.make_instances`): for pass p and document d, `plan_document` then
 `instances_from_plans` with random.Random(document_seed(seed, p, d)), then one 64-bit sort key per
 instance from the same generator. The "other document" fragments come from a join keyed by the drawn
 document: `requests` emits (other, request), `fragments` answers each at the other document, and
@@ -18,16 +18,16 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.transforms.window import GlobalWindows
 
-from albert_tf.data.document_store import decode_document, encode_document
-from albert_tf.data.external_shuffle import bucket_of
-from albert_tf.data.pretraining_beam_io import InputRange, concatenate, local_copy, read_range, write_bytes
-from albert_tf.data.pretraining_config import PipelineConfig, check_nonempty
-from albert_tf.data.pretraining_features import ExampleSerializer
-from albert_tf.data.pretraining_instances import instances_from_plans, other_fragment, plan_document
-from albert_tf.data.pretraining_masking import VocabInfo
-from albert_tf.data.pretraining_options import InstanceStats
-from albert_tf.data.pretraining_reading import CorpusFacts, ReadCounters, tokenize_documents
-from albert_tf.data.pretraining_workers import document_seed, ordered_key
+from albert_tf.pretraining_data.document_store import decode_document, encode_document
+from albert_tf.pretraining_data.external_shuffle import bucket_of
+from albert_tf.pretraining_data.beam_io import InputRange, concatenate, local_copy, read_range, write_bytes
+from albert_tf.pretraining_data.config import PipelineConfig, check_nonempty
+from albert_tf.pretraining_data.features import ExampleSerializer
+from albert_tf.pretraining_data.instances import instances_from_plans, other_fragment, plan_document
+from albert_tf.pretraining_data.masking import VocabInfo
+from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, tokenize_documents
+from albert_tf.pretraining_data.workers import document_seed, ordered_key
 from albert_tf.data.tfrecord import frame_record
 from albert_tf.tokenization import FullTokenizer
 

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from albert_tf.data.pretraining_options import InstanceOptions, InstanceStats
+from albert_tf.pretraining_data.options import InstanceOptions, InstanceStats
 from albert_tf.tokenization.spm import SPIECE_UNDERLINE
 
 

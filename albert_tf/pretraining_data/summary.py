@@ -7,9 +7,9 @@ import sys
 import time
 from dataclasses import asdict
 
-from albert_tf.data.pretraining_config import PipelineConfig
-from albert_tf.data.pretraining_options import InstanceStats
-from albert_tf.data.pretraining_reading import CorpusFacts, ReadCounters
+from albert_tf.pretraining_data.config import PipelineConfig
+from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters
 from albert_tf.fileio import atomic_write_text
 
 

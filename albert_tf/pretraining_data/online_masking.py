@@ -26,8 +26,8 @@ from typing import Iterable
 
 import numpy as np
 
-from albert_tf.data.pretraining_masking import VocabInfo, _ngram_cumulative, _select_ngrams
-from albert_tf.data.pretraining_options import InstanceOptions, InstanceStats
+from albert_tf.pretraining_data.masking import VocabInfo, _ngram_cumulative, _select_ngrams
+from albert_tf.pretraining_data.options import InstanceOptions, InstanceStats
 
 
 def example_rng(seed: int, stream_index: int) -> random.Random:

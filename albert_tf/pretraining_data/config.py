@@ -6,7 +6,7 @@ import glob
 import os
 from dataclasses import dataclass, field
 
-from albert_tf.data.pretraining_options import InstanceOptions
+from albert_tf.pretraining_data.options import InstanceOptions
 from albert_tf.tokenization import FullTokenizer
 
 MIN_SEQ_LENGTH = 5  # [CLS] A [SEP] B [SEP] with one token each

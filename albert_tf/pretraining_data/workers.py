@@ -14,8 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from albert_tf.data.document_store import CorpusView, DocumentStore, encode_document
-from albert_tf.data.external_shuffle import (
+from albert_tf.pretraining_data.document_store import CorpusView, DocumentStore, encode_document
+from albert_tf.pretraining_data.external_shuffle import (
     KEY_SPACE,
     ShuffleStats,
     append_to_buckets,
@@ -23,12 +23,12 @@ from albert_tf.data.external_shuffle import (
     entry,
     sorted_bucket,
 )
-from albert_tf.data.pretraining_config import PretrainingDataError
-from albert_tf.data.pretraining_features import ExampleSerializer
-from albert_tf.data.pretraining_instances import create_instances_from_document
-from albert_tf.data.pretraining_options import InstanceOptions, InstanceStats
-from albert_tf.data.pretraining_masking import VocabInfo
-from albert_tf.data.pretraining_reading import tokenize_documents
+from albert_tf.pretraining_data.config import PretrainingDataError
+from albert_tf.pretraining_data.features import ExampleSerializer
+from albert_tf.pretraining_data.instances import create_instances_from_document
+from albert_tf.pretraining_data.options import InstanceOptions, InstanceStats
+from albert_tf.pretraining_data.masking import VocabInfo
+from albert_tf.pretraining_data.reading import tokenize_documents
 from albert_tf.data.tfrecord import frame_record
 from albert_tf.tokenization import FullTokenizer
 

@@ -1,7 +1,7 @@
 """create_pretraining_data as an Apache Beam pipeline (--runner=beam): the same files as the local tool,
 on one machine's DirectRunner or on Dataflow, Flink or Spark.
 
-The pipeline (stages in `pretraining_beam_stages`, files in `pretraining_beam_io`):
+The pipeline (stages in `beam_stages`, files in `beam_io`):
 
   input byte ranges -> read and tokenize (documents numbered in corpus order from per-range counts)
   documents -> plans of every pass -> requests keyed by the drawn "other document"
@@ -27,14 +27,14 @@ import shlex
 import time
 import traceback
 
-from albert_tf.data.pretraining_config import (
+from albert_tf.pretraining_data.config import (
     PipelineConfig,
     PretrainingDataError,
     check_tokenizer,
     default_summary_file,
     validate,
 )
-from albert_tf.data.pretraining_summary import build_summary, write_summary_json
+from albert_tf.pretraining_data.summary import build_summary, write_summary_json
 
 # Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
 DEFAULT_PIPELINE_OPTIONS = "--runner=FnApiRunner"
@@ -45,9 +45,9 @@ def _build(pipeline, config: PipelineConfig, sizes: tuple[int, ...], temp_dir: s
     import apache_beam as beam
     from apache_beam.pvalue import AsSingleton
 
-    from albert_tf.data import pretraining_beam_stages as st
-    from albert_tf.data.pretraining_beam_io import file_ranges, write_bytes
-    from albert_tf.data.pretraining_pipeline import choose_num_buckets
+    from albert_tf.pretraining_data import beam_stages as st
+    from albert_tf.pretraining_data.beam_io import file_ranges, write_bytes
+    from albert_tf.pretraining_data.pipeline import choose_num_buckets
 
     range_bytes = max(1, int(config.block_size_mb * (1 << 20)))
     num_shards = len(config.output_files)
@@ -107,11 +107,11 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from albert_tf.data import pretraining_beam_io as bio
-    from albert_tf.data import pretraining_beam_stages as st
-    from albert_tf.data.document_store import token_typecode
-    from albert_tf.data.pretraining_features import ExampleSerializer
-    from albert_tf.data.pretraining_options import InstanceStats
+    from albert_tf.pretraining_data import beam_io as bio
+    from albert_tf.pretraining_data import beam_stages as st
+    from albert_tf.pretraining_data.document_store import token_typecode
+    from albert_tf.pretraining_data.features import ExampleSerializer
+    from albert_tf.pretraining_data.options import InstanceStats
 
     validate(config, check_inputs=False)
     tokenizer = check_tokenizer(dataclasses.replace(config, vocab_file=bio.local_copy(config.vocab_file),

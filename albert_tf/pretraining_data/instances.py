@@ -29,13 +29,13 @@ from __future__ import annotations
 import random
 from typing import NamedTuple, Sequence
 
-from albert_tf.data.pretraining_masking import (  # noqa: F401  (VocabInfo, Instance, is_start_piece_sp: re-exported)
+from albert_tf.pretraining_data.masking import (  # noqa: F401  (VocabInfo, Instance, is_start_piece_sp: re-exported)
     Instance,
     VocabInfo,
     create_masked_lm_predictions,
     is_start_piece_sp,
 )
-from albert_tf.data.pretraining_options import InstanceOptions, InstanceStats  # noqa: F401  (re-exported)
+from albert_tf.pretraining_data.options import InstanceOptions, InstanceStats  # noqa: F401  (re-exported)
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng: random.Random) -> None:

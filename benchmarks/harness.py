@@ -1,0 +1,125 @@
+"""What the benchmarks share about the machine and their processes: the CPU and its ISA flags
+(printed beside every figure), resident memory, cores kept busy, time budgets, medians, comma-list
+flags, the peers' packages, and the result file a worker process hands back to its driver."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_info() -> dict:
+    """Model name and the ISA flags that decide float32/bf16 speed, from /proc/cpuinfo."""
+    model, flags = platform.processor() or "?", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name":
+                    model = value.strip()
+                elif key == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    return {"model": model, "flags": {name: name in flags for name in ISA_FLAGS}, "cpus": os.cpu_count()}
+
+
+def isa_note(info: dict) -> str:
+    f = info["flags"]
+    if f["amx_bf16"]:
+        return "AMX-BF16 present: bf16 matmuls have a hardware fast path (oneDNN AMX kernels)."
+    if f["avx512_bf16"]:
+        return "AVX512_BF16 present (no AMX): bf16 dot products in hardware, about 2x float32 at best."
+    return ("no AMX, no AVX512_BF16" + ("" if f["avx512f"] else ", no AVX-512") +
+            ": bf16 has NO hardware fast path here (it is converted/emulated); bf16 figures "
+            "and bf16 targets are not meaningful on this CPU.")
+
+
+def print_machine() -> dict:
+    """Prints the CPU, its ISA flags and what they mean for bf16; returns ``cpu_info()``."""
+    info = cpu_info()
+    flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in info["flags"].items())
+    print(f"CPU: {info['model']}, {info['cpus']} CPUs; ISA: {flags}")
+    print(f"ISA note: {isa_note(info)}")
+    return info
+
+
+def rss_mb(field: str = "VmRSS") -> float:
+    """This process's VmRSS (current) or VmHWM (peak) in MiB."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class CpuUsage:
+    """Process CPU seconds (all threads) over wall seconds inside `with usage:` blocks: how
+    many cores a configuration kept busy (spinning thread pools count as busy)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.cpu = self.wall = 0.0
+
+    def __enter__(self):
+        self._cpu0, self._wall0 = sum(os.times()[:2]), time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.cpu += sum(os.times()[:2]) - self._cpu0
+        self.wall += time.monotonic() - self._wall0
+
+    def cores_busy(self) -> float:
+        return self.cpu / self.wall if self.wall else float("nan")
+
+
+class Budget:
+    """Stops a slow configuration early (at least one warm-up and one timed step)."""
+
+    def __init__(self, minutes: float):
+        self.deadline = time.monotonic() + minutes * 60
+
+    def over(self) -> bool:
+        return time.monotonic() > self.deadline
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -> list[str]:
+    """The values of a comma-list flag; a parser error for one not in `allowed`."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    for v in values:
+        if v not in allowed:
+            parser.error(f"--{flag}: unknown {v!r}, expected some of {', '.join(allowed)}")
+    return values
+
+
+def check_peers(parser: argparse.ArgumentParser) -> None:
+    """--compare needs torch and transformers (benchmarks/requirements.txt)."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
+
+
+
+def write_result(path: str, result: dict) -> None:
+    """A worker's result as JSON, written under a temporary name and renamed: the driver reads
+    either nothing or the whole file."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    os.replace(path + ".tmp", path)
