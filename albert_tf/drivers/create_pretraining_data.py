@@ -102,12 +102,22 @@ def _input_files() -> tuple[str, ...]:
 def _run(config: PipelineConfig) -> dict:
     if FLAGS.runner == "local":
         return create_pretraining_data(config)
-    import logging
-
     from albert_tf.pretraining_data.beam import create_pretraining_data_beam
 
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # not every worker's start and stop
     return create_pretraining_data_beam(config, FLAGS.beam_pipeline_options)
+
+
+def _import_beam() -> None:
+    import logging
+
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # not every worker's start and stop
+    logging.disable(logging.WARNING)  # importing Beam warns about optional Google Cloud clients it lacks
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError:
+        raise ValueError("--runner=beam needs Apache Beam: pip install 'albert_tf[beam]'") from None
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def config_from_flags() -> PipelineConfig:
@@ -153,10 +163,7 @@ def main(argv):
     if FLAGS.input_file_mode not in ("r", "rb"):
         raise ValueError(f"--input_file_mode={FLAGS.input_file_mode!r}: expected \"r\" or \"rb\"")
     if FLAGS.runner == "beam":
-        try:
-            import apache_beam  # noqa: F401
-        except ImportError:
-            raise ValueError("--runner=beam needs Apache Beam: pip install 'albert_tf[beam]'") from None
+        _import_beam()
     signal.signal(signal.SIGTERM, _terminate)
     try:
         summary = _run(config_from_flags())

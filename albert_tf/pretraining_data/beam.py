@@ -16,16 +16,25 @@ that of (key, pass, document, instance), which is the local tool's order. No wor
 Outputs and pieces are written under a temporary directory next to the first output (or --tmp_dir)
 and renamed into place only when the pipeline has succeeded; on any failure that directory is
 removed and a data error (file:line, empty input) is raised with the local tool's message.
+Pipeline options are checked before anything runs (a bad value or an option Beam does not know is
+one line). While the pipeline runs, this process's stderr (which local worker processes inherit)
+goes to a temporary file: a data error then shows only its line, any other failure replays it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import logging
 import os
 import re
 import shlex
+import sys
+import tempfile
 import time
 import traceback
+from typing import IO, Iterator
 
 from albert_tf.pretraining_data.config import (
     PipelineConfig,
@@ -101,11 +110,68 @@ def data_error_message(error: BaseException) -> str | None:
     return re.sub(r"\s*\[while running '[^']*'\]$", "", found[0].strip())
 
 
+def checked_pipeline_options(text: str):
+    """Beam's ``PipelineOptions`` of ``--beam_pipeline_options``, parsed now: a value Beam rejects or an
+    option it does not know is a ``PretrainingDataError`` naming it (Beam's parser would print its usage
+    and exit 2 at run time, or silently drop the unknown option, e.g. a misspelt --runner)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    try:
+        options = PipelineOptions(shlex.split(text))
+    except ValueError as e:  # unbalanced quotes
+        raise PretrainingDataError(f"--beam_pipeline_options={text!r}: {e}") from None
+    usage = io.StringIO()
+    logging.disable(logging.WARNING)  # Beam's "Discarding unparseable args": an error here, below
+    try:
+        with contextlib.redirect_stderr(usage):
+            known = options.get_all_options()
+            given = options.get_all_options(retain_unknown_options=True)
+    except SystemExit:  # argparse's way of rejecting a value
+        reason = usage.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
+        raise PretrainingDataError(f"--beam_pipeline_options={text!r}: {reason}") from None
+    finally:
+        logging.disable(logging.NOTSET)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise PretrainingDataError(f"--beam_pipeline_options={text!r}: Beam has no option "
+                                   f"{', '.join('--' + name for name in unknown)}")
+    return options
+
+
+@contextlib.contextmanager
+def _stderr_to(log: IO[bytes]) -> Iterator[None]:
+    """Points this process's stderr (file descriptor 2, inherited by local worker processes) at ``log``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _run_quietly(pipeline):
+    """Runs ``pipeline`` to its end with the runner's and workers' logs held back: a data error is the
+    local tool's one line (its worker traceback says nothing more); any other failure shows them."""
+    with tempfile.TemporaryFile() as log:
+        try:
+            with _stderr_to(log):
+                return pipeline.run().wait_until_finish()
+        except Exception as error:  # noqa: BLE001 -- a data error inside the pipeline becomes the tool's error
+            message = data_error_message(error)
+            if message is not None:
+                raise PretrainingDataError(message) from None
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+
+
 def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str = DEFAULT_PIPELINE_OPTIONS) -> dict:
     """Runs the whole tool as a Beam pipeline; returns the summary (also written as JSON)."""
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
 
     from albert_tf.pretraining_data import beam_io as bio
     from albert_tf.pretraining_data import beam_stages as st
@@ -113,6 +179,7 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
     from albert_tf.pretraining_data.features import ExampleSerializer
     from albert_tf.pretraining_data.options import InstanceStats
 
+    options = checked_pipeline_options(pipeline_options)
     validate(config, check_inputs=False)
     tokenizer = check_tokenizer(dataclasses.replace(config, vocab_file=bio.local_copy(config.vocab_file),
                                                     spm_model_file=bio.local_copy(config.spm_model_file)))
@@ -131,16 +198,9 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
     start = time.monotonic()
     temp_dir = bio.make_temp_dir(config.output_files[0], config.tmp_dir)
     try:
-        pipeline = beam.Pipeline(options=PipelineOptions(shlex.split(pipeline_options)))
+        pipeline = beam.Pipeline(options=options)
         _build(pipeline, config, sizes, temp_dir, token_typecode(tokenizer.vocab_size), max_int, record_bytes)
-        try:
-            result = pipeline.run()
-            state = result.wait_until_finish()
-        except Exception as error:  # noqa: BLE001 -- a data error inside the pipeline becomes the tool's error
-            message = data_error_message(error)
-            if message is not None:
-                raise PretrainingDataError(message) from None
-            raise
+        state = _run_quietly(pipeline)
         if str(state) not in ("DONE", "PipelineState.DONE"):
             raise RuntimeError(f"the Beam pipeline ended in state {state}")
         with FileSystems.open(f"{temp_dir}/report.json", compression_type=bio.RAW) as f:

@@ -217,11 +217,15 @@ class CheckpointPolicy:
         """Writes ``model.ckpt-<step>`` (the chief's copy) and this worker's input position,
         then records it in the state file and prunes what falls out of retention.  A full disk
         raises ``faults.DiskFullError`` (one line: the path, the space needed); what was written
-        of this checkpoint is removed and the previous one stays the resume point."""
+        of this checkpoint is removed and the previous one stays the resume point.  So is it on the
+        chief when another worker is lost before its part is written."""
         prefix = files.checkpoint_prefix(self.output_dir, step)
         try:
             self._write(prefix, model_checkpoint, input_checkpoint)
         except (tf.errors.OpError, OSError) as e:
+            if self.worker.is_chief and faults.is_lost_peer(e) and self.worker.num_workers > 1 \
+                    and self.last_written != prefix and self.damage(prefix) is not None:
+                files.delete_checkpoint(prefix)  # a worker was lost before writing its part: no checkpoint
             if not faults.is_disk_full(e):
                 raise
             if self.last_written != prefix:  # what was written of this one goes; the previous stays
@@ -258,6 +262,4 @@ class CheckpointPolicy:
         pattern = os.path.join(self.output_dir, f"{files.CHECKPOINT_BASENAME}-*{suffix}")
         indexes = sorted(tf.io.gfile.glob(pattern), key=lambda f: files.step_of(f[: -len(suffix)]) or 0)
         for index in indexes[:-keep]:
-            prefix = index[: -len(".index")]
-            for f in tf.io.gfile.glob(prefix + ".*"):
-                tf.io.gfile.remove(f)
+            files.delete_checkpoint(index[: -len(".index")])  # the chief's pruning may remove them meanwhile

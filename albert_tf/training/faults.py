@@ -65,6 +65,14 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.1f} MiB"
 
 
+def last_good_checkpoint(path: str | None) -> str:
+    """How the NaN guard's line ends: the checkpoint a rerun resumes from, or what to do without one."""
+    if path:
+        return f"the last good one is {path}."
+    return ("there is no checkpoint yet, so a rerun starts again from step 0: lower --learning_rate, "
+            "check --init_checkpoint and the input data.")
+
+
 def is_lost_peer(err: BaseException) -> bool:
     if isinstance(err, (tf.errors.InternalError, tf.errors.UnknownError)):
         return bool(_PEER_WORDS.search(getattr(err, "message", None) or str(err)))

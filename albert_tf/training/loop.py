@@ -339,8 +339,8 @@ class Trainer:
                 if bool(out["non_finite"]):
                     raise NonFiniteLossError(
                         f"loss {float(out['last_loss'])} (or its gradient) is NaN/Inf at step {step}; training "
-                        f"stopped. No checkpoint of this state was written; the last good one is "
-                        f"{tf.train.latest_checkpoint(cfg.output_dir)}.")
+                        f"stopped. No checkpoint of this state was written; "
+                        f"{faults.last_good_checkpoint(self.policy.last_intact())}")
                 interval.add(out)
                 stopped = bool(out["stopped"])
                 if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:

@@ -7,9 +7,13 @@ naming the holder.  A lock whose holder is provably gone (same host, and no proc
 that pid and start time) is taken over with a warning; any other lock only with
 ``--take_over_run_lock`` (for a holder on another host that is known to be dead).
 
-Local folders are locked with an exclusive create (atomic); remote ones (``gs://``) by
-writing the file after checking that there is none, which narrows but cannot close the
-window of two runs starting at the same instant.
+Local folders are locked with an exclusive create (atomic).  Taking over a dead holder's lock
+is serialized by a second exclusive create, of ``<lock>.takeover``: only its creator removes
+the lock, after checking that it still holds the dead holder's record, and creates its own; a
+run that loses that race looks again and finds the winner's live lock.  Remote folders
+(``gs://``) have no atomic create through ``tf.io.gfile``: both files are written after checking
+that there is none, which narrows but cannot close the window of two runs starting (or taking
+over) at the same instant.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import datetime
 import json
 import os
 import socket
+import time
 from typing import Iterator
 
 import tensorflow as tf
@@ -27,6 +32,8 @@ from albert_tf.errors import RunError
 from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text
 
 LOCK_FILENAME = "run.lock"
+TAKEOVER_SUFFIX = ".takeover"  # <lock>.takeover: held while one run replaces a dead holder's lock
+_LOOKS, _PAUSE_SECONDS = 25, 0.2  # how long a run waits for another one's takeover to finish
 
 
 class RunLockedError(RunError):
@@ -72,16 +79,17 @@ class RunLock:
         self.record = {"host": socket.gethostname(), "pid": pid, "start_ticks": _process_start_ticks(pid),
                        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
-    def _create(self) -> bool:
-        """Writes the lock file unless one exists; whether it did."""
+    def _create(self, path: str | None = None) -> bool:
+        """Writes our record to the lock file (or ``path``) unless it exists; whether it did."""
+        path = path or self.path
         text = json.dumps(self.record) + "\n"
-        if is_remote(self.path):
-            if tf.io.gfile.exists(self.path):
+        if is_remote(path):
+            if tf.io.gfile.exists(path):
                 return False
-            atomic_write_text(self.path, text)
+            atomic_write_text(path, text)
             return True
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as f:
@@ -89,42 +97,57 @@ class RunLock:
         return True
 
     def _holder(self) -> dict | None:
-        text = read_text(self.path)
-        if text is None:
-            return None
-        try:
-            holder = json.loads(text)
-            return holder if isinstance(holder, dict) else {}
-        except ValueError:
-            return {}  # half-written by a process killed while creating it
+        return _parse(read_text(self.path))
 
     def acquire(self) -> None:
-        for _ in range(3):  # a lock removed between our attempts: try again
+        for _ in range(_LOOKS):  # a lock removed or being taken over between our looks: look again
             if self._create():
                 self.held = True
                 return
-            holder = self._holder()
-            if holder is None:
+            text = read_text(self.path)
+            if text is None:
                 continue
-            described = describe(holder)
-            same_host = holder.get("host") == self.record["host"]
-            if same_host and holder.get("pid") == self.record["pid"]:
-                logging.warning("%s was left by this process; taking it.", self.path)
-            elif self.take_over:
-                logging.warning("Taking over the run lock %s held by %s (--take_over_run_lock).", self.path, described)
-            elif same_host and isinstance(holder.get("pid"), int) and not _process_alive(
-                    holder["pid"], holder.get("start_ticks")):
-                logging.warning("Taking over the run lock %s: its holder (%s) is no longer running.",
-                                self.path, described)
-            elif not holder:
-                raise RunLockedError(f"{self.path} exists but names no holder: if no run is using this "
-                                     f"--output_dir, delete it or pass --take_over_run_lock")
-            else:
-                raise RunLockedError(
-                    f"--output_dir is in use by another run ({described}; lock {self.path}); wait for it to "
-                    f"end, or if it is dead on another host, rerun with --take_over_run_lock")
+            warning = self._may_take(_parse(text))  # or the refusal
+            if self._replace(text):
+                logging.warning("%s", warning)
+                self.held = True
+                return
+            time.sleep(_PAUSE_SECONDS)
+        raise RunLockedError(f"could not take the run lock {self.path}: another run keeps taking it over (if no "
+                             f"run is starting, delete {self.path}{TAKEOVER_SUFFIX})")
+
+    def _may_take(self, holder: dict) -> str:
+        """The warning to log when taking over the lock ``holder`` wrote; raises the refusal if we may not."""
+        described = describe(holder)
+        same_host = holder.get("host") == self.record["host"]
+        if same_host and holder.get("pid") == self.record["pid"]:
+            return f"{self.path} was left by this process; taking it."
+        if self.take_over:
+            return f"Taking over the run lock {self.path} held by {described} (--take_over_run_lock)."
+        if same_host and isinstance(holder.get("pid"), int) and not _process_alive(
+                holder["pid"], holder.get("start_ticks")):
+            return f"Taking over the run lock {self.path}: its holder ({described}) is no longer running."
+        if not holder:
+            raise RunLockedError(f"{self.path} exists but names no holder: if no run is using this "
+                                 f"--output_dir, delete it or pass --take_over_run_lock")
+        raise RunLockedError(
+            f"--output_dir is in use by another run ({described}; lock {self.path}); wait for it to "
+            f"end, or if it is dead on another host, rerun with --take_over_run_lock")
+
+    def _replace(self, judged: str) -> bool:
+        """Replaces the lock file by ours if it still holds ``judged`` (the text we judged): under the
+        takeover file, so that of two runs that judged the same dead holder only one removes it (never
+        the other's fresh lock).  False: another run is taking it over, or it changed; look again."""
+        guard = self.path + TAKEOVER_SUFFIX
+        if not self._create(guard):
+            return False
+        try:
+            if read_text(self.path) != judged:
+                return False
             tf.io.gfile.remove(self.path)
-        raise RunLockedError(f"could not take the run lock {self.path}: another run keeps creating it")
+            return self._create()
+        finally:
+            tf.io.gfile.remove(guard)
 
     def release(self) -> None:
         if self.held:
@@ -139,6 +162,17 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _parse(text: str | None) -> dict | None:
+    """The holder a lock file's text names: None without a file, {} for no readable holder."""
+    if text is None:
+        return None
+    try:
+        holder = json.loads(text)
+        return holder if isinstance(holder, dict) else {}
+    except ValueError:
+        return {}  # half-written by a process killed while creating it
 
 
 def describe(holder: dict) -> str:

@@ -231,7 +231,10 @@ def delete_checkpoint(prefix: str) -> None:
     if prefix.endswith(BEST_BASENAME):
         return
     for f in tf.io.gfile.glob(prefix + ".*"):
-        tf.io.gfile.remove(f)
+        try:
+            tf.io.gfile.remove(f)
+        except tf.errors.NotFoundError:
+            pass  # removed meanwhile by another worker pruning its input positions
 
 
 def remove_stale_temporaries(output_dir: str) -> None:

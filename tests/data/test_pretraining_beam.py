@@ -234,3 +234,51 @@ def test_remote_paths_go_through_beam_file_systems(tmp_path, tmp_path_factory, m
     assert (remote / "out" / "data").read_bytes() == local_out.read_bytes()
     assert summary["instances"] == local["instances"] > 0
     assert sorted(os.listdir(remote / "out")) == ["data", "data.summary.json"]  # temporaries removed
+
+
+def _cli(tmp_path, corpus, spm_model, *flags):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
+         f"--output_file={tmp_path / 'out' / 'data.tfrecord'}", f"--spm_model_file={spm_model}",
+         "--max_seq_length=32", "--runner=beam", *flags],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+
+
+@pytest.mark.parametrize("options", [None, TWO_PROCESSES], ids=["default", "multi-processing-2"])
+def test_cli_beam_data_error_is_one_line(tmp_path, spm_model, options):
+    """A non-UTF-8 line under the runner the tool defaults to and under worker processes (which share its
+    stderr): stderr is the local tool's file:line line and nothing else (no worker traceback, no Beam
+    logs), exit 1, nothing written."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine first sentence.\nAnother one here.\nBroken \xff\xfe bytes.\n\nNext doc.\nMore.\n")
+    result = _cli(tmp_path, bad, spm_model, *([f"--beam_pipeline_options={options}"] if options else []))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"create_pretraining_data.py: error: {bad}:3: line is not valid UTF-8 (invalid start byte at byte 7); "
+        f"fix the file or pass --skip_invalid_lines to count and skip such lines"], result.stderr[-3000:]
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
+
+
+def test_bad_pipeline_options_are_one_line_before_any_work(tmp_path, make_config, spm_model):
+    """A value Beam's parser rejects, an option it does not know (a misspelt --runner would otherwise run
+    the whole job on this machine) and unbalanced quotes: one line naming the option; in the CLI, exit 1
+    instead of Beam's usage text and exit 2."""
+    from albert_tf.pretraining_data.beam import checked_pipeline_options
+
+    cases = {"--direct_num_workers=banana": "argument --direct_num_workers: invalid int value: 'banana'",
+             "--runer=DataflowRunner --direct_num_workers=2": "Beam has no option --runer",
+             "--runner='FnApiRunner": "No closing quotation"}
+    for options, reason in cases.items():
+        with pytest.raises(PretrainingDataError) as err:
+            checked_pipeline_options(options)
+        assert str(err.value) == f"--beam_pipeline_options={options!r}: {reason}"
+    assert checked_pipeline_options(TWO_PROCESSES).get_all_options()["direct_num_workers"] == 2
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("One sentence here.\nAnd another.\n", encoding="utf-8")
+    result = _cli(tmp_path, corpus, spm_model, "--beam_pipeline_options=--direct_num_workers=banana")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "create_pretraining_data.py: error: --beam_pipeline_options='--direct_num_workers=banana': "
+        "argument --direct_num_workers: invalid int value: 'banana'"], result.stderr[-3000:]
+    assert not (tmp_path / "out").exists()

@@ -141,7 +141,7 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, spm_model, make
                                                        monkeypatch, err, problem):
     """Fault injection where the tool writes: the error names the path and what happened, and
     nothing is left behind."""
-    import albert_tf.data.pretraining_pipeline as pipeline
+    import albert_tf.pretraining_data.pipeline as pipeline
 
     out = tmp_path / "out.tfrecord"
     if err.filename == "OUT":  # a read-only folder refuses the first file made in it, the work folder

@@ -93,6 +93,18 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_good_checkpoint(toy, to
         trainer.save_checkpoint()
 
 
+def test_nan_loss_before_the_first_checkpoint_says_there_is_none(toy, toy_data, tmp_path):
+    trainer = toy.make_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), toy_data["train"], str(tmp_path),
+                               hooks={"nan_at_step": 1}, save_checkpoints_steps=4, dropout=0.0)
+    with pytest.raises(NonFiniteLossError) as err:
+        trainer.train()
+    message = str(err.value)
+    assert "NaN/Inf at step 2;" in message and "None" not in message and "\n" not in message
+    assert message.endswith("there is no checkpoint yet, so a rerun starts again from step 0: lower "
+                            "--learning_rate, check --init_checkpoint and the input data.")
+    assert not list(tmp_path.glob("model.ckpt*"))
+
+
 def test_evaluate_counts_every_example_and_respects_max_steps(reference_plain, toy, toy_data, tmp_path):
     trainer = toy.make_trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), toy_data["train"],
                                str(reference_plain["dir"]), eval_file=toy_data["eval"], dropout=0.0,

@@ -155,26 +155,54 @@ def make_trainer(strategy, input_file: str, output_dir: str, eval_file: str | No
     return trainer
 
 
-SAVE_POINTS = ("before_index", "before_state_file", "input_state")
+SAVE_POINTS = ("before_index", "before_state_file", "input_state", "input_data", "worker_model", "after_barrier")
 
 
 def die_in_save(step: int, point: str, worker_index: int) -> None:
     """Fault injection at the checkpoint writer: SIGKILL this process while saving ``model.ckpt-<step>``
     before_index: its data shards are in place, its index is not; before_state_file: all its files are
-    in place, the state file does not name it yet; input_state: this worker's input position lacks its index."""
+    in place, the state file does not name it yet; input_state: this worker's input position lacks its index;
+    input_data: it has no file yet; worker_model: a non-chief worker's part of writing the model (while the
+    chief writes its copy); after_barrier: every worker has written its part, a non-chief one is pruning."""
     import os
     import signal
 
+    from albert_tf.training import checkpoint_policy
     from albert_tf.weights import files
 
     name = f"{files.CHECKPOINT_BASENAME}-{step}"
-    index = {"before_index": f"{name}.index", "input_state": f"{name}.input-{worker_index}.index"}.get(point)
+    index = {"before_index": f"{name}.index", "input_state": f"{name}.input-{worker_index}.index",
+             "input_data": f"{name}.input-{worker_index}.data-00000-of-00001"}.get(point)
 
     def die():
         print(f"DYING in save {step} at {point}", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    if index is not None:
+    policy = checkpoint_policy.CheckpointPolicy
+    if point == "worker_model":  # the first Checkpoint.write into its scratch folder during save `step`
+        write, save = tf.train.Checkpoint.write, policy._write
+
+        def dying_write(self, file_prefix, options=None):
+            if f".tmp-worker{worker_index}" in file_prefix and files.step_of(saving[0]) == step:
+                die()
+            return write(self, file_prefix, options)
+
+        def recording_save(self, prefix, *args):
+            saving[:] = [prefix]
+            return save(self, prefix, *args)
+
+        saving = [""]
+        tf.train.Checkpoint.write, policy._write = dying_write, recording_save
+    elif point == "after_barrier":
+        prune = policy._prune_own_input_states
+
+        def dying_prune(self):
+            if tf.io.gfile.exists(files.checkpoint_prefix(self.output_dir, step) + f".input-{worker_index}.index"):
+                die()
+            return prune(self)
+
+        policy._prune_own_input_states = dying_prune
+    elif index is not None:
         rename = tf.io.gfile.rename
 
         def renaming(src, dst, overwrite=False):
