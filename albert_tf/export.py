@@ -28,7 +28,7 @@ import uuid
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
-from albert_tf.fileio import TMP_MARK, is_remote
+from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -182,6 +182,7 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
     try:
         tf.saved_model.save(module, tmp, signatures=module.signatures())
+        give_umask_modes(tmp)
         check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
         if os.path.exists(export_path):  # keep the previous export until the new one is in place
             os.replace(export_path, old)

@@ -105,6 +105,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def give_umask_modes(folder: str) -> None:
+    """Gives a folder written by this job, and everything in it, the modes the umask gives new files and
+    folders: TensorFlow copies a SavedModel's assets with their source's mode (a read-only tokenizer model
+    would stay read-only, a private one private)."""
+    os.chmod(folder, umask_mode(0o777))
+    for root, dirs, names in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), umask_mode(0o777))
+        for name in names:
+            os.chmod(os.path.join(root, name), umask_mode())
+
+
 @contextlib.contextmanager
 def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
     """(folder to write, ``<base>/<unix time>``) as an exported SavedModel's versions are named: on success
@@ -123,6 +135,7 @@ def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
     try:
         yield tmp, final
         if tmp != final:
+            give_umask_modes(tmp)
             os.replace(tmp, final)
     except BaseException:
         if tf.io.gfile.exists(tmp):

@@ -19,7 +19,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.weights import hf
+from albert_tf.weights import hf, names
 from albert_tf.weights.errors import CheckpointError
 
 CONFIG_FILE = "albert_config.json"  # the original's name, beside its checkpoints
@@ -54,9 +54,9 @@ def from_pretrained(path: str, *, config_file: Optional[str] = None, kind: str =
     architecture = None
     if hf.is_hf_checkpoint(path):
         architecture = hf.read_config(path).get("architectures", [None])[0]
-        if architecture is not None and architecture not in hf.ARCHITECTURES:
+        if architecture is not None and architecture not in names.ARCHITECTURES:
             raise CheckpointError(f"{os.path.join(path, hf.CONFIG_FILE)}: {architecture} has no albert_tf "
-                                  f"counterpart; known: {', '.join(hf.ARCHITECTURES)}")
+                                  f"counterpart; known: {', '.join(names.ARCHITECTURES)}")
     elif config_file is None:
         config_file = _config_beside(path)
         if config_file is None:

@@ -32,8 +32,7 @@ flags.DEFINE_string("checkpoint", None, "Checkpoint to export (Google TF1, TF-Hu
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model (English releases).")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese releases), instead of --spm_model_file.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case text before tokenizing (as the model was trained).")
-flags.DEFINE_string("export_path", None, "Folder to write the SavedModel to: a new or empty one, or an earlier export "
-                    "of this tool (replaced); anything else is refused.")
+flags.DEFINE_string("export_path", None, "SavedModel folder: new, empty or an earlier export of ours (replaced).")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the raw-text serving signature.")
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "

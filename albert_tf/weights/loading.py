@@ -279,7 +279,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
     _ensure_built(model)
-    saves_pooler = hf.ARCHITECTURES.get(checkpoint.architecture, hf.ARCHITECTURES["AlbertModel"]).pooler
+    saves_pooler = name_table.ARCHITECTURES.get(checkpoint.architecture, name_table.ARCHITECTURES["AlbertModel"]).pooler
     notes = _config_notes(model.config, checkpoint)
     model_names = kinds.tf1_name_map(model)
     sources = {}
