@@ -1,7 +1,7 @@
 """--serving_precision: a bfloat16 export's graph computes its matmuls in bf16 (read from the saved
 function definitions), loads and runs as TensorFlow Serving loads it (a TF1 session on the
 MetaGraph, no options), and agrees with the float32 export; float32 stays the default whatever
-the training's policy."""
+the training's policy; SQuAD's TFLite file stays float32."""
 import subprocess
 import sys
 
@@ -160,3 +160,31 @@ def test_default_export_is_float32_after_bf16_training(tmp_path, shared):
                                     str(shared("data", "spm", "30k-clean.model")))
     types = _matmul_types(pathlib.Path(path))
     assert types and all(t == {"float32"} for t in types.values()), types
+
+
+def test_squad_bfloat16_saved_model_and_float32_tflite(tmp_path):
+    """run_squad.py --export_dir --serving_precision=bfloat16: the SavedModel computes in bf16, the
+    TFLite file (built-in ops, no bf16 matmul) stays float32; both near the Keras model's logits."""
+    import pathlib
+
+    from albert_tf.squad.export import export_span_model
+    from albert_tf.squad.heads import SquadV1Model
+
+    keras.utils.set_random_seed(5)
+    model = SquadV1Model(AlbertConfig(**dict(SMALL, num_hidden_layers=2)))
+    ids = np.random.default_rng(0).integers(5, 30000, size=(1, SEQ)).astype(np.int32)
+    mask = (np.arange(SEQ) < 90).astype(np.int32)[None]
+    segments = (np.arange(SEQ) >= 20).astype(np.int32)[None]
+    feats = {"input_ids": ids * mask, "input_mask": mask, "segment_ids": segments * mask}
+    model(feats)
+    want = {k: v.numpy() for k, v in model(feats, training=False).items()}
+    saved, tflite = export_span_model(model, str(tmp_path), SEQ, serving_precision="bfloat16")
+    assert "bfloat16" in _matmul_types(pathlib.Path(saved)).get("MatMul", set())
+    served = tf.saved_model.load(saved).signatures["serving_default"](**{k: tf.constant(v) for k, v in feats.items()})
+    lite = tf.lite.Interpreter(model_path=tflite).get_signature_runner("serving_default")(**feats)
+    for name in ("start_logits", "end_logits"):
+        real = mask[0] == 1
+        scale = np.abs(want[name][:, real]).max()
+        bf16 = np.abs(served[name].numpy()[:, real] - want[name][:, real]).max()
+        assert 0 < bf16 <= 0.03 * scale, (name, bf16, scale)
+        np.testing.assert_allclose(lite[name][:, real], want[name][:, real], atol=1e-4)
