@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
+from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.tokenization.packing import pack_token_ids
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -110,8 +111,7 @@ class HubModule(tf.Module):
         """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
         out = self._model({**self._ids(input_ids, input_mask, segment_ids), "masked_lm_positions": mlm_positions},
                           training=False)
-        return {"mlm_logits": out["mlm_logits"], "sequence_output": out["sequence_output"],
-                "pooled_output": out["pooled_output"]}
+        return {name: tf.cast(out[name], tf.float32) for name in ("mlm_logits", "sequence_output", "pooled_output")}
 
     def sop(self, input_ids, input_mask, segment_ids):
         encoded = self._model.encoder(self._ids(input_ids, input_mask, segment_ids), training=False)
@@ -145,9 +145,10 @@ class HubModule(tf.Module):
 
 def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None = None,
                       vocab_file: str | None = None, do_lower_case: bool = True,
-                      max_seq_length: int = 128) -> str:
+                      max_seq_length: int = 128, serving_precision: str = DEFAULT_SERVING_PRECISION) -> str:
     """Writes the SavedModel to `export_path` (via a temporary folder, then a rename), replacing an
-    earlier export there; anything else there is refused (``check_export_path``)."""
+    earlier export there; anything else there is refused (``check_export_path``).
+    `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`)."""
     check_export_path(export_path)
     if bool(spm_model_file) == bool(vocab_file):
         raise ValueError("give exactly one of spm_model_file (SentencePiece) or vocab_file (WordPiece)")
@@ -165,6 +166,7 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     if tokenizer.vocab_size != pretrainer.config.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.vocab_size} pieces but the ALBERT config's "
                          f"vocab_size is {pretrainer.config.vocab_size}: wrong tokenizer file for this model?")
+    pretrainer = model_for_serving(pretrainer, serving_precision)
     config_dir = tempfile.mkdtemp()
     config_file = os.path.join(config_dir, CONFIG_ASSET)  # the asset keeps the file's name
     pretrainer.config.to_json_file(config_file)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
+from albert_tf.drivers.finetuning import define_serving_precision_flag
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_directory", None,
@@ -37,6 +38,7 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the raw-text ser
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
                   "head); those outputs are then meaningless.")
+define_serving_precision_flag()
 REQUIRED = ("albert_config_file", "checkpoint", "export_path")
 # --albert_directory's files, as export_to_tfhub.py named them.
 DIRECTORY_FILES = {"albert_config_file": "albert_config.json", "spm_model_file": "30k-clean.model"}
@@ -73,8 +75,8 @@ def main(argv) -> int:
     model = AlbertPretrainer(config)
     print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
     path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,
-                             FLAGS.do_lower_case, FLAGS.max_seq_length)
-    print(f"exported SavedModel to {path} (signatures: tokens, mlm, sop, tokenization_info, serving_default)")
+                             FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.serving_precision)
+    print(f"exported SavedModel ({FLAGS.serving_precision}) to {path} (signatures: tokens, mlm, sop, tokenization_info, serving_default)")
     return 0
 
 

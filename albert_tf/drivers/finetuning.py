@@ -25,6 +25,16 @@ def define_model_flags(max_seq_length: int, max_seq_length_help: str) -> None:
     flags.DEFINE_integer("max_seq_length", max_seq_length, max_seq_length_help)
 
 
+def define_serving_precision_flag() -> None:
+    """What an export's graph computes in (new; the drivers that export define it)."""
+    from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, SERVING_POLICIES
+
+    flags.DEFINE_enum("serving_precision", DEFAULT_SERVING_PRECISION, list(SERVING_POLICIES),
+                      "What the exported SavedModel computes in: float32, or bfloat16 for CPUs with bf16 "
+                      "hardware (AVX512_BF16, AMX): its matmuls in bf16, LayerNorm, softmax and outputs in "
+                      "float32, as exported (no serving options). Independent of --mixed_precision.")
+
+
 def define_stage_flags(*, do_train: bool, do_eval: bool | None, do_predict: bool, learning_rate: float,
                        train_step: int | None = None, warmup_step: int | None = None) -> None:
     """The original's flags of what a run does and how it trains (``do_eval``/``train_step`` None:

@@ -26,8 +26,8 @@ import math
 from absl import flags, logging
 
 from albert_tf.cli import entry_point, require_flags
-from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
-                                         finetuning_main, job_from_flags)
+from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
+                                          define_stage_flags, finetuning_main, job_from_flags)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
@@ -69,6 +69,7 @@ flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
                    "probability, served with the exported model's predictions (binary tasks only).")
+define_serving_precision_flag()
 
 REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
@@ -104,6 +105,7 @@ def task_and_job_from_flags():
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
         threshold_to_export=None if math.isnan(threshold) else threshold,
+        serving_precision=FLAGS.serving_precision,
     )
     return task, job
 

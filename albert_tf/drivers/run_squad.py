@@ -43,8 +43,8 @@ import os
 from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
-from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
-                                         job_from_flags, run_and_report)
+from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
+                                          define_stage_flags, job_from_flags, run_and_report)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 
@@ -81,6 +81,7 @@ flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility, no effect: th
                   "to TFLite either way.")
 flags.DEFINE_string("export_dir", None, "1.1: export a SavedModel (saved_model/<time>/) and albert_model.tflite "
                     "of model.ckpt-best (else the latest checkpoint) here.")
+define_serving_precision_flag()  # the SavedModel's; the TFLite file stays float32
 flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "2.0: answer \"\" when the question's null score (min cls_logits over its "
                    "windows, see null_odds.json) exceeds this.")
@@ -147,7 +148,8 @@ def task_and_job_from_flags():
         start_n_top=f.start_n_top, end_n_top=f.end_n_top, dropout_prob=f.dropout_prob,
         null_score_diff_threshold=f.null_score_diff_threshold, mask_padding_positions=f.mask_padding_positions)
     task = SquadTask(settings, absolute(f.output_dir), f.train_file, f.predict_file,
-                     f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file)
+                     f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file,
+                     f.serving_precision)
     steps = 1
     if f.do_train:
         steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)

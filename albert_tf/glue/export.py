@@ -19,6 +19,9 @@ Outputs, classification: `probabilities` [B, num_labels] float32, `predictions`
 (as the original attaches it) and `predictions` is the positive class (`TaskSpec.positive_id`, class
 1 unless --positive_label says otherwise) where its probability is >= threshold, else the other class.
 
+`--serving_precision=bfloat16` exports a graph whose matmuls run in bf16 (outputs float32);
+the default is float32 whatever the training's `--mixed_precision`.
+
 As in the original (estimator.export_saved_model), each export goes to a new
 numbered sub-directory `<export_dir>/<unix time>`, written under a temporary name
 and renamed when complete. Loading needs `import tensorflow_text` first (it
@@ -34,6 +37,7 @@ from albert_tf.data.batching import check_max_length, trim_to_longest
 from albert_tf.fileio import new_version_folder
 from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
+from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.tokenization.packing import pack_token_ids
 
 SERVING_EXAMPLES = "serving_default"
@@ -119,10 +123,12 @@ class ClassifierServing(tf.Module):
 
 def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: int,
                       spm_model_file: str, do_lower_case: bool = True,
-                      threshold: float | None = None) -> str:
+                      threshold: float | None = None,
+                      serving_precision: str = DEFAULT_SERVING_PRECISION) -> str:
     """Writes the SavedModel to a new `<export_dir>/<unix time>` and returns that path.
 
     `threshold` NaN or None means no threshold (the original's flag default is NaN).
+    `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`).
     """
     from albert_tf.tokenization import TFTokenizer
 
@@ -130,6 +136,7 @@ def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: in
         threshold = None
     if not spm_model_file:
         raise ValueError("the raw-text signature needs --spm_model_file (SentencePiece model)")
+    model = model_for_serving(model, serving_precision)
     serving = ClassifierServing(model, TFTokenizer(spm_model_file, do_lower_case), spec,
                                 max_seq_length, threshold)
     with new_version_folder(export_dir) as (tmp, final):

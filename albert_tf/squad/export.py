@@ -12,6 +12,9 @@ As the original's, with the SavedModel open to any batch size and length:
   [1, max_seq_length] (TFLite keeps static shapes), converted with the TFLite converter
   (built-in ops only, float32).
 
+``--serving_precision=bfloat16`` makes the SavedModel compute its matmuls in bf16 (outputs float32);
+the TFLite file stays float32.
+
 Both are written under temporary names and renamed when complete.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import atomic_output, new_version_folder
+from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 
 SAVED_MODEL_DIR = "saved_model"
 TFLITE_FILE = "albert_model.tflite"
@@ -53,15 +57,18 @@ class SpanServing(tf.Module):
         return tf.function(self.serve, input_signature=specs).get_concrete_function()
 
 
-def export_span_model(model, export_dir: str, max_seq_length: int) -> tuple[str, str]:
-    """Writes the SavedModel and the TFLite file; returns their paths."""
+def export_span_model(model, export_dir: str, max_seq_length: int,
+                      serving_precision: str = DEFAULT_SERVING_PRECISION) -> tuple[str, str]:
+    """Writes the SavedModel (computing in `serving_precision`) and the TFLite file (float32:
+    TFLite's built-in ops have no bf16 matmul); returns their paths."""
     if getattr(model, "version_2", False):
         raise ValueError("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
                          "it is not available with --version_2_with_negative")
-    serving = SpanServing(model, max_seq_length)
+    serving = SpanServing(model_for_serving(model, serving_precision), max_seq_length)
+    lite = SpanServing(model_for_serving(model, "float32"), max_seq_length)
     with new_version_folder(os.path.join(export_dir, SAVED_MODEL_DIR)) as (tmp, saved):
         tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([serving.signature(fixed=True)], serving)
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([lite.signature(fixed=True)], lite)
         flat = converter.convert()
     tflite = os.path.join(export_dir, TFLITE_FILE)
     with atomic_output(tflite) as path, open(path, "wb") as f:

@@ -75,6 +75,7 @@ class SquadTask(FineTuningTask):
     train_feature_file: str | None = None  # default <output_dir>/train.tf_record
     predict_feature_file: str | None = None  # default <output_dir>/predict.tf_record
     predict_feature_left_file: str | None = None  # default <predict_feature_file>.json
+    serving_precision: str = "float32"  # --serving_precision: what the exported SavedModel computes in
 
     shuffle_buffer = 100  # on pre-shuffled examples, as the original
 
@@ -203,4 +204,5 @@ class SquadTask(FineTuningTask):
         if self.settings.version_2:
             raise ValueError("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
                              "not available with --version_2_with_negative")
-        return {"export": list(export_span_model(model, export_dir, self.settings.max_seq_length))}
+        return {"export": list(export_span_model(model, export_dir, self.settings.max_seq_length,
+                                                     self.serving_precision))}

@@ -261,3 +261,43 @@ def test_an_earlier_export_is_replaced_with_the_umask_mode(exported, tmp_path):
     for root, dirs, names in os.walk(target):
         for name in names:
             assert os.stat(os.path.join(root, name)).st_mode & 0o777 == 0o640, os.path.join(root, name)
+
+
+def test_bfloat16_export(exported, tmp_path):
+    """--serving_precision=bfloat16: the signatures return float32 outputs near the Keras model's
+    (bf16 keeps 8 significant bits), and the variables are saved exactly (float32) for fine-tuning."""
+    from albert_tf import load_checkpoint
+    from albert_tf.weights.kinds import tf1_name_map
+
+    folder, model, spm = exported
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
+                           f"--albert_config_file={folder / 'albert_config.json'}",
+                           f"--checkpoint={folder / 'google' / 'model.ckpt'}", f"--spm_model_file={spm}",
+                           f"--export_path={tmp_path / 'bf16'}", f"--max_seq_length={SEQ}",
+                           "--serving_precision=bfloat16"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "exported SavedModel (bfloat16)" in done.stdout
+    inputs, want = _reference(model, spm)
+    np.savez(tmp_path / "io.npz", **inputs)
+    script = textwrap.dedent(f"""
+        import json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        sigs = tf.saved_model.load({str(tmp_path / 'bf16')!r}).signatures
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        out = dict(sigs["mlm"](**ids, mlm_positions=tf.constant(io["masked_lm_positions"])))
+        out.update(sop_log_probs=sigs["sop"](**ids)["sop_log_probs"])
+        assert all(v.dtype == tf.float32 for v in out.values()), {{k: v.dtype for k, v in out.items()}}
+        np.savez({str(tmp_path / 'got.npz')!r}, **{{k: v.numpy() for k, v in out.items()}})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = np.load(tmp_path / "got.npz")
+    for name in ("sequence_output", "pooled_output", "mlm_logits", "sop_log_probs"):
+        scale = np.abs(want[name]).max()
+        difference = np.abs(got[name] - want[name]).max()
+        assert 0 < difference <= 0.03 * scale, (name, difference, scale)  # 0: bf16 did not run
+    again = AlbertPretrainer(model.config)
+    load_checkpoint(again, str(tmp_path / "bf16"))
+    saved = tf1_name_map(again)
+    for name, variable in tf1_name_map(model).items():
+        assert np.array_equal(saved[name].numpy(), variable.numpy()), name

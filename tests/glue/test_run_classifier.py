@@ -113,6 +113,27 @@ def test_mrpc_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     assert float(by_example["threshold"]) == pytest.approx(0.3)
     np.testing.assert_array_equal(by_text["predictions"].numpy(), (probs[:, 1] >= 0.3).astype(np.int32))
 
+    # --serving_precision=bfloat16, exporting the best checkpoint without training: matmuls in
+    # bf16 in the saved graph, probabilities within bf16's rounding of the float32 model's.
+    proc = run_driver("--task_name=MRPC", f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+                      f"--spm_model_file={spm_model}", f"--output_dir={out}", f"--max_seq_length={SEQ}",
+                      f"--export_dir={out}/export_bf16", "--serving_precision=bfloat16")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (version,) = (out / "export_bf16").iterdir()
+    assert _has_bf16_matmul(version)
+    bf16 = tf.saved_model.load(str(version)).signatures["serving_text"](text_a=text_a, text_b=text_b)
+    difference = np.abs(bf16["probabilities"].numpy() - probs).max()
+    assert 0 < difference <= 0.02, difference
+
+
+def _has_bf16_matmul(export) -> bool:
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((export / "saved_model.pb").read_bytes())
+    return any(node.op == "MatMul" and node.attr["T"].type == tf.bfloat16.as_datatype_enum
+               for function in saved.meta_graphs[0].graph_def.library.function for node in function.node_def)
+
 
 def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model, tmp_path):
     out = tmp_path / "out"
