@@ -181,7 +181,9 @@ def test_squad_bfloat16_saved_model_and_float32_tflite(tmp_path):
     saved, tflite = export_span_model(model, str(tmp_path), SEQ, serving_precision="bfloat16")
     assert "bfloat16" in _matmul_types(pathlib.Path(saved)).get("MatMul", set())
     served = tf.saved_model.load(saved).signatures["serving_default"](**{k: tf.constant(v) for k, v in feats.items()})
-    lite = tf.lite.Interpreter(model_path=tflite).get_signature_runner("serving_default")(**feats)
+    from ai_edge_litert.interpreter import Interpreter  # LiteRT: tf.lite.Interpreter is deprecated
+
+    lite = Interpreter(model_path=tflite).get_signature_runner("serving_default")(**feats)
     for name in ("start_logits", "end_logits"):
         real = mask[0] == 1
         scale = np.abs(want[name][:, real]).max()
