@@ -180,9 +180,9 @@ def describe(holder: dict) -> str:
             f"started {holder.get('started', '?')}")
 
 
-# Lock files this process holds, with how many ``output_dir_lock`` blocks hold each: a driver
-# takes the lock before its first write and the Trainer inside it finds it already held.
-_held: dict[str, int] = {}
+# Lock files this process holds: a driver takes the lock before its first write and the Trainer
+# inside it finds it already held (the outermost block owns it).
+_held: set[str] = set()
 
 
 @contextlib.contextmanager
@@ -194,21 +194,17 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
     output_dir = absolute(output_dir)  # one key for one folder, however it was named
     path = lock_path(output_dir, num_workers, worker_index)
     if path in _held:
-        _held[path] += 1
-        try:
-            yield path
-        finally:
-            _held[path] -= 1
+        yield path
         return
     created = not tf.io.gfile.exists(output_dir)
     tf.io.gfile.makedirs(output_dir)
     try:
         with RunLock(path, take_over=take_over):
-            _held[path] = 1
+            _held.add(path)
             try:
                 yield path
             finally:
-                del _held[path]
+                _held.discard(path)
     finally:
         if created and not is_remote(output_dir) and os.path.isdir(output_dir) and not os.listdir(output_dir):
             os.rmdir(output_dir)
