@@ -50,7 +50,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import cpu_info, isa_note, write_result  # noqa: E402
+from harness import cpu_info, isa_note, worker_command, write_result  # noqa: E402
 from workload import hf_train_step  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,18 +89,29 @@ def load_rows(args) -> dict:
 
 def plan_batches(args, lengths: np.ndarray) -> dict:
     """Example indices per step for every mode: random batches (shared) and each side's grouped ones."""
-    import torch
-    from transformers.trainer_pt_utils import LengthGroupedSampler
-
     from albert_tf.data.batching import group_by_length_order
 
     steps, b = args.steps, args.batch_size
     rng = np.random.default_rng(args.seed)
     random = np.stack([rng.choice(len(lengths), b, replace=False) for _ in range(steps)])
     ours = group_by_length_order(lengths, b, args.seed, 0).numpy()[:steps * b].reshape(steps, b)
-    sampler = LengthGroupedSampler(b, lengths=lengths.tolist(), generator=torch.Generator().manual_seed(args.seed))
-    theirs = np.array(list(sampler)[:steps * b]).reshape(steps, b)
+    theirs = np.array(hf_group_order(lengths, b, args.seed)[:steps * b]).reshape(steps, b)
     return {"random": random.tolist(), "ours_group": ours.tolist(), "hf_group": theirs.tolist()}
+
+
+def hf_group_order(lengths: np.ndarray, batch_size: int, seed: int) -> list[int]:
+    """transformers' LengthGroupedSampler order, drawn in the peer's Python (torch lives there)."""
+    python, env = worker_command(True)
+    code = ("import json, sys, torch\n"
+            "from transformers.trainer_pt_utils import LengthGroupedSampler\n"
+            "a = json.load(sys.stdin)\n"
+            "g = torch.Generator().manual_seed(a['seed'])\n"
+            "print(json.dumps(list(LengthGroupedSampler(a['batch'], lengths=a['lengths'], generator=g))))")
+    request = json.dumps({"lengths": lengths.tolist(), "batch": batch_size, "seed": seed})
+    done = subprocess.run([*python, "-c", code], input=request, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"error: transformers' LengthGroupedSampler failed in {python[0]}:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
 
 
 # ---------------------------------------------------------------- workers
@@ -262,13 +273,14 @@ def worker_main(args) -> None:
 # ---------------------------------------------------------------- driver
 def run_config(args, data: str, impl: str, mode: str, precision: str, batches: str, tmp: str) -> dict:
     result = os.path.join(tmp, f"{impl}-{mode}-{precision}.json")
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl, "--mode", mode,
+    python, env = worker_command(impl == "hf")
+    command = [*python, os.path.abspath(__file__), "--worker", "--impl", impl, "--mode", mode,
                "--precision", precision, "--batches", batches, "--data", data, "--result", result,
                *[f"--{k}={v}" for k, v in vars(args).items()
                  if k in ("batch_size", "max_seq_length", "steps", "seed", "multiple", "dropout",
                           "serving_repeats", "spm_model_file", "profile")]]
     print(f"-- {impl} {mode} {precision} (load {os.getloadavg()[0]:.1f})", flush=True)
-    done = subprocess.run(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    done = subprocess.run(command, env=dict(env, TF_CPP_MIN_LOG_LEVEL="3"))
     if done.returncode != 0:
         sys.exit(f"error: the {impl} {mode} {precision} worker failed (exit {done.returncode})")
     with open(result, encoding="utf-8") as f:

@@ -7,6 +7,8 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 
 
@@ -107,14 +109,40 @@ def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -
     return values
 
 
+PEER_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".peer-venv")
+
+
+def peer_python() -> str:
+    """The Python that runs the torch peers: $ALBERT_PEER_PYTHON, else ``.peer-venv/bin/python``
+    at the repository's top (a venv of its own keeps torch and transformers out of the one the
+    tests run in), else this Python."""
+    chosen = os.environ.get("ALBERT_PEER_PYTHON")
+    if chosen:
+        return chosen
+    candidate = os.path.join(PEER_VENV, "bin", "python")
+    return candidate if os.path.exists(candidate) else sys.executable
+
+
+def worker_command(torch_side: bool) -> tuple[list[str], dict]:
+    """The Python (as a command's start) and environment for a benchmark's worker process: the
+    peer's Python for a torch side, with the repository importable (the peer venv does not
+    install albert_tf)."""
+    if not torch_side:
+        return [sys.executable], dict(os.environ)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    return [peer_python()], dict(os.environ, PYTHONPATH=path)
+
+
 def check_peers(parser: argparse.ArgumentParser) -> None:
-    """--compare needs torch and transformers (benchmarks/requirements.txt)."""
-    import importlib.util
-
-    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    """--compare needs torch and transformers in `peer_python()` (benchmarks/requirements.txt)."""
+    python = peer_python()
+    probe = "import importlib.util as u; print(' '.join(n for n in ('torch', 'transformers') if u.find_spec(n) is None))"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    missing = done.stdout.strip() if done.returncode == 0 else f"a working {python}"
     if missing:
-        parser.error(f"--compare needs {', '.join(missing)}: pip install -r benchmarks/requirements.txt")
-
+        parser.error(f"--compare needs {missing} in {python}: python3 -m venv .peer-venv && "
+                     f".peer-venv/bin/pip install -r benchmarks/requirements.txt sentencepiece psutil")
 
 
 def write_result(path: str, result: dict) -> None:

@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (CpuUsage, check_peers, comma_list, isa_note, median, print_machine, rss_mb,  # noqa: E402
+from harness import (CpuUsage, check_peers, worker_command, comma_list, isa_note, median, print_machine, rss_mb,  # noqa: E402
                      write_result)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -163,11 +163,12 @@ def run_config(args, impl: str, way: str, precision: str, tmp: str, round_index:
     print(f"== round {round_index + 1}/{args.rounds}: {impl} {way} {precision} (load {os.getloadavg()[0]:.1f})",
           flush=True)
     result_path = os.path.join(tmp, f"{impl}-{way}-{precision}-{round_index}.json")
-    command = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--way", way, "--precision", precision,
+    python, env = worker_command(impl == "hf")
+    command = [*python, os.path.abspath(__file__), "--worker", impl, "--way", way, "--precision", precision,
                "--result", result_path, "--spm_model_file", args.spm_model_file]
     for name in ("steps", "warmup", "batch_size", "seq_length", "threads", "seed", "profile"):
         command += [f"--{name}", str(getattr(args, name))]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"))
+    env["TF_CPP_MIN_LOG_LEVEL"] = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3")
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
     if proc.returncode != 0 or not os.path.exists(result_path):
         print(f"  FAILED (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

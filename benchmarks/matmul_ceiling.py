@@ -28,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import comma_list, print_machine, write_result  # noqa: E402
+from harness import comma_list, print_machine, worker_command, write_result  # noqa: E402
 from workload import encoder_forward_flop, step_gflop  # noqa: E402
 
 VOCAB, EMBEDDING, HIDDEN, INTERMEDIATE, LAYERS, SEQ = 30000, 128, 768, 3072, 12, 128
@@ -121,11 +121,12 @@ def worker_main(args) -> None:
 def run_worker(args, framework: str, tmp: str) -> dict | None:
     print(f"== {framework} (load {os.getloadavg()[0]:.1f})", flush=True)
     result_path = os.path.join(tmp, framework + ".json")
-    command = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--result", result_path,
+    python, env = worker_command(framework == "torch")
+    command = [*python, os.path.abspath(__file__), "--worker", framework, "--result", result_path,
                "--precisions", args.precisions]
     for name in ("threads", "warmup", "repeats", "train_tokens", "infer_tokens"):
         command += [f"--{name}", str(getattr(args, name))]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    env["TF_CPP_MIN_LOG_LEVEL"] = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")
     proc = subprocess.run(command, env=env, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         print(f"  FAILED (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

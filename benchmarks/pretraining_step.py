@@ -42,7 +42,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Budget, CpuUsage, check_peers, comma_list, isa_note, median, print_machine,  # noqa: E402
+from harness import (Budget, CpuUsage, check_peers, comma_list, isa_note, median, print_machine, worker_command,  # noqa: E402
                      rss_mb, write_result)
 from workload import XLA_SETTINGS, build_trainer, hf_train_step, step_gflop, train_more  # noqa: E402
 
@@ -298,14 +298,15 @@ def run_config(args, worker: str, precision: str, xla: str, tmp: str, onednn: st
     name = f"{worker}-{precision}-{xla}-{onednn}-{round_index}"
     result_path = os.path.join(tmp, name + ".json")
     log_path = os.path.join(tmp, name + ".log")
-    command = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--precision", precision,
+    python, env = worker_command(worker == "hf")
+    command = [*python, os.path.abspath(__file__), "--worker", worker, "--precision", precision,
                "--xla_setting", xla, "--onednn_setting", onednn, "--result", result_path]
     for name in ("steps", "warmup", "chunk", "leak_chunk", "batch_size", "seq_length",
                  "max_predictions", "max_minutes", "seed", "threads"):
         command += [f"--{name}", str(getattr(args, name))]
     # The RSS-growth run (long) only in the first round.
     command += ["--leak_steps", str(args.leak_steps if round_index == 0 and worker == "ours" else 0)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    env["TF_CPP_MIN_LOG_LEVEL"] = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")
     if ONEDNN.get(onednn) is not None:
         env["TF_ENABLE_ONEDNN_OPTS"] = ONEDNN[onednn]
     # Hard stop well past the budget: warm-up + timed + leak each get --max_minutes.

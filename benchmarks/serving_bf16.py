@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune import BASE, HF_BASE, SHARED  # noqa: E402
-from pretraining_step import cpu_info, isa_note  # noqa: E402
+from harness import cpu_info, isa_note, peer_python  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 LABEL_TARGET = 0.995  # issue 33: labels equal to float32's for >= 99.5% of sentences
@@ -202,7 +202,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compare", action="store_true", help="also HF's float32 pipeline (speed, RSS)")
-    parser.add_argument("--peer_python", default=sys.executable, help="a Python with torch and transformers")
+    parser.add_argument("--peer_python", default=peer_python(), help="a Python with torch and transformers")
     parser.add_argument("--worker", choices=["ours", "hf"], help=argparse.SUPPRESS)
     parser.add_argument("--export", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
