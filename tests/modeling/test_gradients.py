@@ -38,6 +38,42 @@ def test_layer_norm_gradient(shape):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=name)
 
 
+@pytest.mark.parametrize("shape", [(3, 5, 16), (4, 7)])
+def test_residual_layer_norm_gradient(shape):
+    """The compiled residual LayerNorm of training steps: x + branch, normalised, and its
+    gradients to x, branch, gamma and beta, against the plain formula's derived ones."""
+    rng = np.random.default_rng(1)
+    x, branch = rng.normal(0.5, 2.0, shape), rng.normal(-0.2, 1.0, shape)
+    gamma, beta = rng.normal(1.0, 0.3, shape[-1]), rng.normal(0.0, 0.3, shape[-1])
+    got_y, got = _gradients(lambda a, r, g, b: layers.residual_layer_norm(a, r, g, b, 1e-12), x, branch, gamma, beta)
+    want_y, want = _gradients(lambda a, r, g, b: _plain_layer_norm(a + r, g, b, 1e-12), x, branch, gamma, beta)
+    np.testing.assert_allclose(got_y, want_y, atol=1e-12)
+    for name, g, w in zip(("x", "branch", "gamma", "beta"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-10, err_msg=name)
+
+
+def test_residual_layer_norm_takes_a_bfloat16_branch_and_returns_its_gradient_in_bfloat16():
+    """Under mixed precision the branch is bf16: added in float32, its gradient the float32
+    gradient of the sum rounded once to bf16 (what TensorFlow's Cast gradient gives)."""
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.normal(0.0, 1.0, (6, 32)), tf.float32)
+    branch = tf.cast(tf.constant(rng.normal(0.0, 1.0, (6, 32)), tf.float32), tf.bfloat16)
+    gamma, beta = tf.constant(rng.normal(1.0, 0.3, 32), tf.float32), tf.zeros([32])
+    weights = tf.constant(rng.normal(0.0, 1.0, (6, 32)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, branch])
+        got = layers.residual_layer_norm(x, branch, gamma, beta, 1e-12)
+        want = layers.layer_norm(x + tf.cast(branch, tf.float32), gamma, beta, 1e-12)
+        got_loss, want_loss = tf.reduce_sum(got * weights), tf.reduce_sum(want * weights)
+    got_dx, got_db = tape.gradient(got_loss, [x, branch])
+    want_dx, want_db = tape.gradient(want_loss, [x, branch])
+    assert got.dtype == tf.float32 and got_db.dtype == tf.bfloat16
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_dx.numpy(), want_dx.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tf.cast(got_db, tf.float32).numpy(), tf.cast(tf.cast(want_dx, tf.bfloat16), tf.float32).numpy(),
+                               rtol=2 ** -7, atol=1e-6)
+
+
 def _plain_gelu(x):
     return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 

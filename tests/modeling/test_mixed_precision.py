@@ -21,8 +21,8 @@ def recorded(monkeypatch):
         seen["layer_norm_argument"].append((self.name, x.dtype))
         return layer_call(self, x, *args, **kwargs)
 
-    def norm_call(self, x):  # what the arithmetic runs on
-        out = layer_norm_call(self, x)
+    def norm_call(self, x, branch=None, **kwargs):  # what the arithmetic runs on: x (+ branch, added in float32)
+        out = layer_norm_call(self, x, branch, **kwargs)
         seen["layer_norm_computes"].append((self.name, x.dtype, out.dtype))
         return out
 
@@ -37,7 +37,8 @@ def recorded(monkeypatch):
     return seen
 
 
-def test_float32_inside_the_model_under_mixed_bfloat16(recorded):
+@pytest.mark.parametrize("training", [False, True])
+def test_float32_inside_the_model_under_mixed_bfloat16(recorded, training):
     config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=12, num_hidden_layers=2,
                           num_hidden_groups=1, inner_group_num=2, num_attention_heads=3,
                           intermediate_size=20, max_position_embeddings=16)
@@ -48,7 +49,7 @@ def test_float32_inside_the_model_under_mixed_bfloat16(recorded):
             values.clear()
         ids = tf.constant(np.arange(18).reshape(2, 9) % 40, tf.int32)
         out = model({"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids),
-                     "masked_lm_positions": tf.constant([[0, 3], [1, 2]], tf.int32)})
+                     "masked_lm_positions": tf.constant([[0, 3], [1, 2]], tf.int32)}, training=training)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     block = model.encoder.groups[0][0]
