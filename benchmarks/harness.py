@@ -142,7 +142,7 @@ def check_peers(parser: argparse.ArgumentParser) -> None:
     missing = done.stdout.strip() if done.returncode == 0 else f"a working {python}"
     if missing:
         parser.error(f"--compare needs {missing} in {python}: python3 -m venv .peer-venv && "
-                     f".peer-venv/bin/pip install -r benchmarks/requirements.txt sentencepiece psutil")
+                     f".peer-venv/bin/pip install -r benchmarks/requirements.txt")
 
 
 def write_result(path: str, result: dict) -> None:

@@ -19,7 +19,7 @@ others bf16 is emulated and its figures say nothing about the bf16 target.
   .venv/bin/python benchmarks/inference.py --compare                         # fp32 + bf16
   .venv/bin/python benchmarks/inference.py --compare --precisions fp32 --rounds 2
   .venv/bin/python benchmarks/inference.py --precisions bf16 --ways api --profile 2   # + per-op-type time
-Peers: .venv/bin/pip install -r benchmarks/requirements.txt
+Peers: python3 -m venv .peer-venv && .peer-venv/bin/pip install -r benchmarks/requirements.txt
 """
 from __future__ import annotations
 

@@ -111,6 +111,12 @@ def layer_rate(rates: dict, passes: tuple[str, ...]) -> float:
     return flop / seconds
 
 
+def best_rates(earlier: dict, new: dict) -> dict:
+    """Each shape's higher rate of two rounds' results."""
+    return {key: {shape: max(rate, earlier.get(key, {}).get(shape, 0.0)) for shape, rate in rates.items()}
+            for key, rates in new.items()}
+
+
 def worker_main(args) -> None:
     timer = time_tf if args.worker == "tf" else time_torch
     result = {f"{p} T={t}": timer(args, p, t) for p in args.precision_list for t in (args.train_tokens,
@@ -142,6 +148,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads; 0: the frameworks' defaults")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the frameworks' workers this many times, alternating, and keep each shape's "
+                             "best rate (a busy neighbour only ever slows a round down)")
     parser.add_argument("--train_tokens", type=int, default=8 * 128,
                         help="tokens of a training batch (pretraining_step.py: batch 8 x seq 128)")
     parser.add_argument("--infer_tokens", type=int, default=32 * 128,
@@ -155,12 +164,16 @@ def main() -> None:
         return
     frameworks = comma_list(parser, "frameworks", args.frameworks, ("tf", "torch"))
     print_machine()
+    results: dict = {}
     with tempfile.TemporaryDirectory(prefix="albert_matmul_") as tmp:
-        results = {fw: run_worker(args, fw, tmp) for fw in frameworks}
-    results = {fw: r for fw, r in results.items() if r}
+        for _ in range(args.rounds):
+            for fw in frameworks:
+                result = run_worker(args, fw, tmp)
+                if result:
+                    results[fw] = best_rates(results.get(fw, {}), result)
 
     print("\nGFLOP/s of the encoder's dense matmuls (fastest of "
-          f"{args.repeats} calls; T = tokens of the batch)")
+          f"{args.repeats} calls in each of {args.rounds} round(s); T = tokens of the batch)")
     header = f"{'framework':<9} {'prec':<5} {'T':>5} " + " ".join(f"{n + ' ' + w:>22}" for n, *_ in DENSE
                                                                   for w in PASSES)
     print(header)

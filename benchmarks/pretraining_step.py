@@ -29,7 +29,7 @@ bf16 only has a fast path on CPUs with AMX or AVX512_BF16: the detected ISA is p
   .venv/bin/python benchmarks/pretraining_step.py --compare                 # full run
   .venv/bin/python benchmarks/pretraining_step.py --compare --precisions fp32 --xla off \\
       --steps 10 --leak_steps 40                                              # quicker
-Peers: .venv/bin/pip install -r benchmarks/requirements.txt
+Peers: python3 -m venv .peer-venv && .peer-venv/bin/pip install -r benchmarks/requirements.txt
 """
 from __future__ import annotations
 
