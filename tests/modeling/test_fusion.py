@@ -84,3 +84,10 @@ def test_gelu_runs_as_one_compiled_kernel_in_training(executed_op_types):
     matmul: it runs as one XLA-compiled loop (`activations.fused`), not as separate ops."""
     assert "Tanh" not in executed_op_types["True"], executed_op_types["True"]
     assert _ran_compiled(executed_op_types["compiled True"], "gelu_value"), executed_op_types["compiled True"]
+
+
+def test_residual_layer_norm_runs_as_one_compiled_kernel_in_training(executed_op_types):
+    """In training each block's residual add + LayerNorm is one XLA-compiled loop; outside
+    training (and in exports) they stay plain ops."""
+    assert _ran_compiled(executed_op_types["compiled True"], "_residual_norm_value"), executed_op_types["compiled True"]
+    assert not _ran_compiled(executed_op_types["compiled False"], "_residual_norm_value")
