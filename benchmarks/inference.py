@@ -5,7 +5,8 @@ same run.
 Ours is timed two ways, fp32 and bf16 (Keras ``mixed_bfloat16``):
 - ``api``: the public API, ``AlbertModel(config)`` called inside a ``tf.function``
   (``training=False``), outputs ``sequence_output`` and ``pooled_output``;
-- ``savedmodel``: ``export_hub_module`` writes a SavedModel (to a temp dir), which is
+- ``savedmodel``: ``export_hub_module`` writes a SavedModel (to a temp dir; the bf16 row with
+  ``serving_precision="bfloat16"``, exports being float32 by default), which is
   reloaded with ``tf.saved_model.load`` and called through its ``tokens`` serving
   signature (input_ids, input_mask, segment_ids -> sequence_output, pooled_output).
 HF (``--compare``): ``transformers.AlbertModel`` with the albert-base-v2 config built locally,
@@ -96,7 +97,10 @@ def run_ours(args) -> dict:
 
         pretrainer = build(AlbertPretrainer(config))  # heads too: their weights are in the export
         with tempfile.TemporaryDirectory(prefix="albert_bench_export_") as tmp:
-            path = export_hub_module(pretrainer, os.path.join(tmp, "module"), spm_model_file=args.spm_model_file)
+            # Exports compute in float32 unless asked (--serving_precision): the bf16 row asks.
+            precision = "bfloat16" if args.precision == "bf16" else "float32"
+            path = export_hub_module(pretrainer, os.path.join(tmp, "module"), spm_model_file=args.spm_model_file,
+                                     serving_precision=precision)
             del pretrainer
             signature = tf.saved_model.load(path).signatures["tokens"]
 
