@@ -185,10 +185,10 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) 
     return forward(x, gamma, beta)
 
 
-def _normalized(total: tf.Tensor, epsilon: float) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(mean, variance, 1/std) over the last axis, as `layer_norm` computes them."""
+def _statistics(total: tf.Tensor, epsilon: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """(mean, 1/std) over the last axis, as `layer_norm` computes them."""
     mean, variance = tf.nn.moments(total, axes=[-1], keepdims=True)
-    return mean, variance, tf.math.rsqrt(variance + epsilon)
+    return mean, tf.math.rsqrt(variance + epsilon)
 
 
 @fused
@@ -196,7 +196,7 @@ def _residual_norm_value(x: tf.Tensor, branch: tf.Tensor, gamma: tf.Tensor, beta
                          epsilon: float) -> tuple[tf.Tensor, tf.Tensor]:
     """(LayerNorm of x + branch in float32, that sum) in one compiled pass."""
     total = x + tf.cast(branch, x.dtype)
-    mean, _, rstd = _normalized(total, epsilon)
+    mean, rstd = _statistics(total, epsilon)
     inv = rstd * gamma
     return total * inv + (beta - mean * inv), total
 
@@ -206,7 +206,7 @@ def _residual_norm_grad(dy: tf.Tensor, total: tf.Tensor, gamma: tf.Tensor, epsil
                         branch_dtype: tf.DType) -> tuple[tf.Tensor, ...]:
     """(d total, the same in the branch's dtype, d gamma, d beta) of `_residual_norm_value`,
     the statistics recomputed from the kept sum: `layer_norm`'s written-out gradient."""
-    mean, _, rstd = _normalized(total, epsilon)
+    mean, rstd = _statistics(total, epsilon)
     normalized = (total - mean) * rstd
     d_normalized = dy * gamma
     d_total = rstd * (d_normalized - tf.reduce_mean(d_normalized, axis=-1, keepdims=True)
@@ -228,9 +228,8 @@ def residual_layer_norm(x: tf.Tensor, branch: tf.Tensor, gamma: tf.Tensor, beta:
     def forward(x, branch, gamma, beta):
         y, total = _residual_norm_value(x, branch, gamma, beta, epsilon)
 
-        def backward(dy):
-            d_total, d_branch, d_gamma, d_beta = _residual_norm_grad(dy, total, gamma, epsilon, branch.dtype)
-            return d_total, d_branch, d_gamma, d_beta
+        def backward(dy):  # (d x, d branch, d gamma, d beta)
+            return _residual_norm_grad(dy, total, gamma, epsilon, branch.dtype)
 
         return y, backward
 
