@@ -21,14 +21,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import median, print_machine  # noqa: E402
+from finetune import BASE, SHARED  # noqa: E402  (albert-base-v2's shapes)
+from harness import REPO, median, print_machine  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
-ALBERT_BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
-                   num_hidden_groups=1, inner_group_num=1, num_attention_heads=12, intermediate_size=3072,
-                   hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                   max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
+ALBERT_BASE = dict(BASE, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # albert-base-v2: no dropout
 PROGRESS = re.compile(r"step (\d+)/\d+: .*examples/s = ([0-9.]+)")
 
 

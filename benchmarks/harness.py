@@ -109,7 +109,8 @@ def comma_list(parser: argparse.ArgumentParser, flag: str, text: str, allowed) -
     return values
 
 
-PEER_VENV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".peer-venv")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER_VENV = os.path.join(REPO, ".peer-venv")
 
 
 def peer_python() -> str:
@@ -129,8 +130,7 @@ def worker_command(torch_side: bool) -> tuple[list[str], dict]:
     install albert_tf)."""
     if not torch_side:
         return [sys.executable], dict(os.environ)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH", "")) if p)
     return [peer_python()], dict(os.environ, PYTHONPATH=path)
 
 

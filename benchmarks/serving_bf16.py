@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune import BASE, HF_BASE, SHARED  # noqa: E402
-from harness import cpu_info, isa_note, peer_python  # noqa: E402
+from harness import cpu_info, isa_note, peer_python, worker_command  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 LABEL_TARGET = 0.995  # issue 33: labels equal to float32's for >= 99.5% of sentences
@@ -183,8 +183,7 @@ def run_worker(python: str, args, worker: str, export: str | None, folder: str, 
     command = [python, os.path.abspath(__file__), f"--worker={worker}", f"--out={out}", f"--seed={args.seed}",
                f"--repeats={args.repeats}", f"--data_dir={args.data_dir}", f"--spm_model_file={args.spm_model_file}",
                f"--max_seq_length={args.max_seq_length}"] + ([f"--export={export}"] if export else [])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), os.environ.get("PYTHONPATH")])))
+    env = worker_command(torch_side=True)[1]  # the repository importable from either Python
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         print(f"{worker} failed:\n{done.stderr[-2000:]}", flush=True)
