@@ -6,6 +6,11 @@ Two steps at a fine-tuning batch's shapes (ALBERT-base, ``--tokens`` rows = batc
   in the compute dtype (what the model ran before), against `gelu_value` +
   `gelu_value_and_grad` (what `albert_tf.modeling.recompute.gelu_dense` runs: the backward
   pass recomputes the output), and torch's fused GELU when torch is installed;
+- the attention's scale, mask, softmax and cast to the compute dtype, forward + gradient, over
+  [batch, 12, length, length] (``--attention_batch``, ``--attention_length``: a pretraining
+  batch's): as separate ops with TensorFlow's derived gradient (what the model ran before)
+  against `recompute._attention_probs` + `_attention_probs_grad` (what
+  `recompute.attention_context` runs: the backward pass recomputes the probabilities);
 - the AdamW update of one FFN kernel ([768, 3072] float32 weight, slots and gradient): the
   module docstring's arithmetic as separate ops against `optimizers._fused_update`.
 
@@ -30,6 +35,9 @@ from harness import cpu_info, isa_note  # noqa: E402
 
 
 def fastest_ms(call, repeats: int) -> float:
+    """The fastest of `repeats` calls (after 3 warm-ups), in ms.  A function's call on the CPU
+    returns when its outputs are computed; they are not copied to numpy (for bf16 outputs that
+    copy took longer than the work timed)."""
     for _ in range(3):
         call()
     best = float("inf")
@@ -45,6 +53,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=672, help="rows: batch 32 x length 21")
     parser.add_argument("--intermediate", type=int, default=3072)
     parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--attention_batch", type=int, default=8)
+    parser.add_argument("--attention_length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
 
@@ -70,7 +80,7 @@ def main() -> None:
     for dtype in (tf.bfloat16, tf.float32):
         x = tf.cast(tf.random.stateless_normal(shape, [1, 2]), dtype)
         dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]), dtype)
-        times = {name: fastest_ms(lambda f=f: [t.numpy() for t in f(x, dy)], args.repeats)
+        times = {name: fastest_ms(lambda f=f: f(x, dy), args.repeats)
                  for name, f in (("separate ops", separate), ("compiled", compiled))}
         print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
               f"{times['separate ops'] / times['compiled']:.1f}x")
@@ -89,14 +99,49 @@ def main() -> None:
 
         print(f"  torch bf16 (fused kernel, forward + backward) {fastest_ms(torch_gelu, args.repeats):7.2f}")
 
+    attention_softmax(args)
+
     print(f"\nAdamW update of one [{args.hidden}, {args.intermediate}] float32 weight (ms)")
     weights = [tf.random.stateless_normal([args.hidden, args.intermediate], [i, 5]) for i in range(4)]
     lr = tf.constant(2e-5)
     hyper = (0.9, 0.999, 1e-6, 0.01, False)
     separate_update = tf.function(optimizers._update)
     for name, update in (("separate ops", separate_update), ("compiled", optimizers._fused_update)):
-        ms = fastest_ms(lambda u=update: [t.numpy() for t in u(*weights, lr, *hyper)], args.repeats)
+        ms = fastest_ms(lambda u=update: u(*weights, lr, *hyper), args.repeats)
         print(f"  {name:12s} {ms:7.2f}")
+
+
+def attention_softmax(args) -> None:
+    import tensorflow as tf
+
+    from albert_tf.modeling import recompute
+
+    shape = [args.attention_batch, 12, args.attention_length, args.attention_length]
+    print(f"\nattention softmax forward + gradient, {shape} (ms, fastest of {args.repeats})")
+    scale = 0.125
+    mask = tf.cast(tf.sequence_mask(tf.fill([args.attention_batch], args.attention_length - 5),
+                                    args.attention_length), tf.float32)
+    adder = (1.0 - mask[:, None, None, :]) * -10000.0
+
+    @tf.function
+    def separate(scores, d_probs):  # the plain ops, TensorFlow's derived gradient
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1), scores.dtype)
+        return probs, tape.gradient(probs, scores, output_gradients=d_probs)
+
+    @tf.function
+    def compiled(scores, d_probs):  # the backward pass's probabilities are recomputed
+        d_scores, _ = recompute._attention_probs_grad(scores, adder, d_probs, scale)
+        return recompute._attention_probs(scores, adder, scale), d_scores
+
+    for dtype in (tf.bfloat16, tf.float32):
+        scores = tf.cast(tf.random.stateless_normal(shape, [5, 6]) * 4.0, dtype)
+        d_probs = tf.cast(tf.random.stateless_normal(shape, [7, 8]), dtype)
+        times = {name: fastest_ms(lambda f=f: f(scores, d_probs), args.repeats)
+                 for name, f in (("separate ops", separate), ("compiled", compiled))}
+        print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
+              f"{times['separate ops'] / times['compiled']:.1f}x")
 
 
 if __name__ == "__main__":

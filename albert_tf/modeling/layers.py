@@ -25,7 +25,7 @@ from albert_tf.fused import fused
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import gelu, gelu_forward_only, get_activation
 from albert_tf.modeling.dropout import StatelessDropout
-from albert_tf.modeling.recompute import gelu_dense, probs_times_values
+from albert_tf.modeling.recompute import attention_context, gelu_dense
 
 
 def initializer(initializer_range: float) -> keras.initializers.Initializer:
@@ -358,11 +358,11 @@ class SelfAttention(keras.layers.Layer):
         # float32, 2.8x in emulated bf16 on an AVX2 CPU).
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
         # Softmax in float32; scale after the matmul, as the original does.
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(self.head_size)))
-        probs = tf.nn.softmax(scores + attention_adder, axis=-1)
-        if self.probs_dropout.rate == 0.0:  # the same ops, with less kept for the backward pass
-            context = probs_times_values(probs, v)
+        scale = 1.0 / math.sqrt(float(self.head_size))
+        if training and self.probs_dropout.rate == 0.0:  # the same ops, compiled, less kept for the backward pass
+            context = attention_context(scores, attention_adder, v, scale)
         else:
+            probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + attention_adder, axis=-1)
             context = tf.matmul(self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training), v)
         context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]

@@ -6,9 +6,13 @@ from the forward pass (for ALBERT-base at batch 8 x 128, at the turn from forwar
 backward).  Two of them are elementwise functions of tensors that are kept anyway or
 are cheap to recompute:
 
-- ``probs_times_values``: under a mixed policy TensorFlow's derived gradients keep the
-  attention's float32 probabilities (softmax gradient) and also their 16-bit cast
-  (gradient of the values).  The cast is recomputed: 3 MB per layer less.
+- ``attention_context``: the attention's scale, mask, softmax and cast to 16 bits.
+  TensorFlow's derived gradients keep the float32 probabilities (softmax gradient) and
+  their 16-bit cast (gradient of the values), and run about a dozen elementwise passes
+  over [B, N, S, S] each way.  Kept here: the raw 16-bit scores only; the backward pass
+  recomputes the probabilities with the softmax's gradient, one compiled loop each way
+  (`albert_tf.fused`).  3 MB per layer less under bf16 (ALBERT-base, 8 x 128), at the
+  same speed; in float32 it runs the plain ops.
 - ``gelu_dense``: GELU between the FFN's two matmuls.  Kept by the plain layers: the
   GELU input (for its gradient) and output (for the second matmul's kernel gradient), two
   [B, S, intermediate] tensors; kept here: only the GELU input, and the backward pass
@@ -19,38 +23,62 @@ Recomputations run after the incoming gradient (a control dependency, or an inpu
 depends on it): otherwise TensorFlow's executor runs every op whose inputs are ready at
 once, computing them in the forward pass and holding the results, and grappler's
 common-subexpression pass merges them with the forward ops.  The forward pass is the
-plain layers' arithmetic; the gradients are TensorFlow's for MatMul, BiasAdd and Cast,
-and our GELU's.
+plain layers' arithmetic; the gradients are TensorFlow's for MatMul, BiasAdd, Cast and
+softmax, and our GELU's.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.fused import fused
 from albert_tf.modeling.activations import gelu_value, gelu_value_and_grad
 
 
-def probs_times_values(probs: tf.Tensor, value: tf.Tensor) -> tf.Tensor:
-    """``matmul(cast(probs, value.dtype), value)`` for float32 attention probabilities
-    ([..., S, S]) and values ([..., S, D]) in the compute dtype.  The softmax stays
-    outside: only tensors the backward pass keeps anyway enter the custom gradient
-    (which holds its inputs until its forward pass is done)."""
-    if probs.dtype == value.dtype:  # float32: nothing to recompute
-        return tf.matmul(probs, value)
+def _softmax(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
+    """The attention's probabilities in float32: softmax(float32(scores) * scale + adder)."""
+    return tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
+
+
+@fused
+def _attention_probs(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
+    """`_softmax` rounded to the scores' dtype, in one compiled loop."""
+    return tf.cast(_softmax(scores, adder, scale), scores.dtype)
+
+
+@fused
+def _attention_probs_grad(scores: tf.Tensor, adder: tf.Tensor, d_probs: tf.Tensor,
+                          scale: float) -> tuple[tf.Tensor, tf.Tensor]:
+    """(d scores, the probabilities in the scores' dtype) for the gradient ``d_probs`` of the
+    rounded probabilities, the probabilities recomputed in float32 from the kept scores:
+    TensorFlow's derived gradient of cast, softmax, add and scale, in one compiled loop."""
+    probs = _softmax(scores, adder, scale)
+    d_probs = tf.cast(d_probs, tf.float32)
+    d_logits = probs * (d_probs - tf.reduce_sum(d_probs * probs, axis=-1, keepdims=True))
+    return tf.cast(d_logits * scale, scores.dtype), tf.cast(probs, scores.dtype)
+
+
+def attention_context(scores: tf.Tensor, adder: tf.Tensor, value: tf.Tensor, scale: float) -> tf.Tensor:
+    """``matmul(cast(softmax(float32(scores) * scale + adder), value.dtype), value)`` for a training
+    step without attention dropout: raw scores ``q k^T`` ([..., S, S], the compute dtype), the
+    mask's additive term (float32, broadcast over heads and queries) and values ([..., S, D]).
+
+    In float32 the plain ops: kept scores would be as large as kept probabilities, and XLA's
+    softmax is slower than TensorFlow's (`benchmarks/fused_steps.py`)."""
+    if scores.dtype == tf.float32:
+        return tf.matmul(_softmax(scores, adder, scale), value)
 
     @tf.custom_gradient
-    def forward(probs, value):
-        context = tf.matmul(tf.cast(probs, value.dtype), value)
+    def forward(scores, value):
+        context = tf.matmul(_attention_probs(scores, adder, scale), value)
 
         def backward(d_context):
-            with tf.control_dependencies([d_context]):
-                probs_cast = tf.cast(probs, value.dtype)
-            d_probs = tf.cast(tf.matmul(d_context, value, transpose_b=True), probs.dtype)
-            d_value = tf.matmul(probs_cast, d_context, transpose_a=True)
-            return d_probs, d_value
+            d_probs = tf.matmul(d_context, value, transpose_b=True)
+            d_scores, probs = _attention_probs_grad(scores, adder, d_probs, scale)
+            return d_scores, tf.matmul(probs, d_context, transpose_a=True)
 
         return context, backward
 
-    return forward(probs, value)
+    return forward(scores, value)
 
 
 def gelu_dense(pre: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None) -> tf.Tensor:

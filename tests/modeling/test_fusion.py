@@ -15,14 +15,10 @@ PROGRAM = textwrap.dedent("""
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
     from albert_tf import AlbertConfig, AlbertModel
+    from albert_tf.training import set_mixed_precision
 
-    config = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                          num_attention_heads=4, intermediate_size=64)
-    model = AlbertModel(config)
-    inputs = model.dummy_inputs(2, 8)
-    result = {}
-    for training in (False, True):
-        forward = tf.function(lambda inputs: model(inputs, training=training)["sequence_output"])
+    def executed(forward, inputs):
+        \"\"\"(op types, XLA-compiled functions) of one profiled call of a traced function.\"\"\"
         forward(inputs)
         with tempfile.TemporaryDirectory() as logdir:
             tf.profiler.experimental.start(logdir)
@@ -32,16 +28,27 @@ PROGRAM = textwrap.dedent("""
             path = sorted(glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")))[-1]
             with open(path, "rb") as f:
                 space.ParseFromString(f.read())
-        # The executor names an op's span "<node name>:<op type>".
-        types = {meta.name.rsplit(":", 1)[1] for plane in space.planes
-                 for meta in plane.event_metadata.values() if ":" in meta.name and "/" in meta.name}
-        result[str(training)] = sorted(types)
-        # XLA-compiled functions run as modules named after the function ("..._inference_<name>_<id>...").
-        result["compiled " + str(training)] = sorted({meta.name for plane in space.planes
-                                                      for meta in plane.event_metadata.values()
-                                                      if "inference_" in meta.name and ":" not in meta.name})
+        names = [meta.name for plane in space.planes for meta in plane.event_metadata.values()]
+        # The executor names an op's span "<node name>:<op type>"; XLA-compiled functions run as
+        # modules named after the function ("..._inference_<name>_<id>...").
+        types = {name.rsplit(":", 1)[1] for name in names if ":" in name and "/" in name}
+        compiled = {name for name in names if "inference_" in name and ":" not in name}
+        return sorted(types), sorted(compiled)
+
+    config = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                          num_attention_heads=4, intermediate_size=64)
+    result = {}
+    for policy in ("none", "bf16"):
+        set_mixed_precision(policy)
+        model = AlbertModel(config)
+        inputs = model.dummy_inputs(2, 8)
+        for training in (False, True):
+            forward = tf.function(lambda inputs: model(inputs, training=training)["sequence_output"])
+            key = str(training) if policy == "none" else f"bf16 {training}"
+            result[key], result["compiled " + key] = executed(forward, inputs)
     print(json.dumps(result))
 """)
+
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +98,12 @@ def test_residual_layer_norm_runs_as_one_compiled_kernel_in_training(executed_op
     training (and in exports) they stay plain ops."""
     assert _ran_compiled(executed_op_types["compiled True"], "_residual_norm_value"), executed_op_types["compiled True"]
     assert not _ran_compiled(executed_op_types["compiled False"], "_residual_norm_value")
+
+
+def test_attention_softmax_runs_as_one_compiled_kernel_in_bf16_training(executed_op_types):
+    """In a bf16 training step (no attention dropout) the attention's scale, mask, softmax and cast
+    are one XLA-compiled loop; outside training (and in exports) and in float32 they stay plain ops."""
+    assert _ran_compiled(executed_op_types["compiled bf16 True"], "_attention_probs"), \
+        executed_op_types["compiled bf16 True"]
+    for key in ("compiled bf16 False", "compiled True", "compiled False"):
+        assert not _ran_compiled(executed_op_types[key], "_attention_probs"), key

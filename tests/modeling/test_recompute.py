@@ -1,13 +1,13 @@
 """The block steps whose backward pass recomputes instead of keeping
 (`albert_tf.modeling.recompute`): the same numbers as the plain ops, forward and backward
-(bit for bit where both run the same kernels), and fewer forward tensors kept for the
+(to the last bits their kernels differ in), and fewer forward tensors kept for the
 backward pass."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf.modeling.activations import gelu
-from albert_tf.modeling.recompute import gelu_dense, probs_times_values
+from albert_tf.modeling.recompute import attention_context, gelu_dense
 
 
 def _weighted_loss(y):
@@ -24,8 +24,19 @@ def _value_and_grads(fn, args):
     return [y] + tape.gradient(loss, args)
 
 
-def _plain_probs_times_values(probs, value):
+def _plain_attention_context(scores, adder, value, scale):
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
     return tf.matmul(tf.cast(probs, value.dtype), value)
+
+
+def _attention_inputs(rng, dtype, shape=(2, 3, 8, 4)):
+    """Raw scores, a mask's additive term (the last two keys of the second row masked), values."""
+    batch, heads, seq, width = shape
+    scores = _random(rng, [batch, heads, seq, seq], dtype, 4.0)
+    mask = np.ones([batch, seq], np.float32)
+    mask[1, -2:] = 0.0
+    adder = tf.constant((1.0 - mask[:, None, None, :]) * -10000.0)
+    return scores, adder, _random(rng, [batch, heads, seq, width], dtype)
 
 
 def _plain_gelu_dense(pre, kernel, bias):
@@ -39,15 +50,38 @@ def _random(rng, shape, dtype, scale=1.0):
 
 
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float32])
-def test_probs_times_values_matches_the_plain_ops_bit_for_bit(dtype):
+def test_attention_context_matches_the_plain_ops(dtype):
+    """The same formula and gradient: in float32 the same ops; under bf16 XLA's softmax and
+    TensorFlow's differ in the last bits of float32 (a rounding flip is one bf16 step)."""
     rng = np.random.default_rng(0)
-    probs = tf.nn.softmax(_random(rng, [2, 3, 8, 8], tf.float32, 2.0), axis=-1)
-    value = _random(rng, [2, 3, 8, 4], dtype)
-    got = _value_and_grads(probs_times_values, [probs, value])
-    want = _value_and_grads(_plain_probs_times_values, [probs, value])
-    for name, g, w in zip(("context", "d_probs", "d_value"), got, want):
-        assert g.dtype == w.dtype, name
-        np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=name)
+    scores, adder, value = _attention_inputs(rng, dtype)
+    scale = 0.5
+    got = _value_and_grads(lambda s, v: attention_context(s, adder, v, scale), [scores, value])
+    want = _value_and_grads(lambda s, v: _plain_attention_context(s, adder, v, scale), [scores, value])
+    tolerance = {"rtol": 0, "atol": 0} if dtype == tf.float32 else {"rtol": 2.0 ** -7, "atol": 2e-2}
+    for name, g, w in zip(("context", "d_scores", "d_value"), got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, name
+        np.testing.assert_allclose(g.numpy().astype(np.float64), w.numpy().astype(np.float64), err_msg=name,
+                                   **tolerance)
+    # Masked keys get no probability, hence no gradient.
+    assert not np.any(got[1].numpy()[1, :, :, -2:].astype(np.float32))
+
+
+def test_attention_context_gradient_against_float64():
+    """The written-out bf16 gradient against TensorFlow's derived one of the plain formula in
+    float64, on bf16 inputs (exact in float64): within bf16's rounding of d_scores and d_value."""
+    rng = np.random.default_rng(4)
+    scores, adder, value = _attention_inputs(rng, tf.bfloat16)
+    got = _value_and_grads(lambda s, v: attention_context(s, adder, v, 0.5), [scores, value])
+
+    def plain64(s, v):
+        probs = tf.nn.softmax(s * 0.5 + tf.cast(adder, tf.float64), axis=-1)
+        return tf.matmul(probs, v)
+
+    want = _value_and_grads(plain64, [tf.cast(scores, tf.float64), tf.cast(value, tf.float64)])
+    for name, g, w in zip(("context", "d_scores", "d_value"), got, want):
+        np.testing.assert_allclose(g.numpy().astype(np.float64), w.numpy(), rtol=2.0 ** -6, atol=2e-2,
+                                   err_msg=name)
 
 
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float32])
@@ -125,10 +159,15 @@ def test_gelu_dense_keeps_only_its_input_for_the_backward_pass():
     assert _kept_for_backward(gelu_dense, [pre, kernel, bias], shape, tf.bfloat16) == 1
 
 
-def test_probs_times_values_keeps_no_16_bit_probabilities():
+def test_attention_context_keeps_only_the_16_bit_scores():
+    """The plain ops keep the float32 probabilities and their bf16 cast; attention_context keeps
+    the raw bf16 scores only (half the float32 probabilities' bytes)."""
     rng = np.random.default_rng(3)
-    probs = tf.nn.softmax(_random(rng, [2, 3, 8, 8], tf.float32), axis=-1)
-    value = _random(rng, [2, 3, 8, 4], tf.bfloat16)
-    shape = [2, 3, 8, 8]
-    assert _kept_for_backward(_plain_probs_times_values, [probs, value], shape, tf.bfloat16) == 1
-    assert _kept_for_backward(probs_times_values, [probs, value], shape, tf.bfloat16) == 0
+    scores, adder, value = _attention_inputs(rng, tf.bfloat16)
+    shape = scores.shape.as_list()
+    plain = lambda s, v: _plain_attention_context(s, adder, v, 0.5)  # noqa: E731
+    ours = lambda s, v: attention_context(s, adder, v, 0.5)  # noqa: E731
+    assert _kept_for_backward(plain, [scores, value], shape, tf.float32) == 1
+    assert _kept_for_backward(plain, [scores, value], shape, tf.bfloat16) == 1
+    assert _kept_for_backward(ours, [scores, value], shape, tf.float32) == 0
+    assert _kept_for_backward(ours, [scores, value], shape, tf.bfloat16) == 1
