@@ -177,7 +177,6 @@ def profiled(run, count: int, unit: str, tmp: str) -> None:
     finally:
         tf.profiler.experimental.stop()
     print_times(profile_op_times(logdir), count, (time.perf_counter() - start) / count, 12, unit=unit)
-    print("  (XLA-compiled functions, albert_tf.fused, are not in these op times)", flush=True)
 
 
 def run_hf(args, rows, batches, spm) -> dict:

@@ -9,7 +9,8 @@ workload).  Printed:
   They are exact and do not depend on the CPU: counts made here hold on an AMX machine.
 - per-op-type time of ``--steps`` steps under ``tf.profiler.experimental``: each op's
   own time (its span on the executor thread minus nested spans), summed by op type, per
-  step, and its share of all op time.  Times depend on the CPU and on the load of a
+  step, and its share of all op time; the XLA-compiled functions (`albert_tf.fused`: GELU,
+  residual LayerNorm, bf16 attention softmax, the optimizer's update) as one row.  Times depend on the CPU and on the load of a
   shared machine; on CPUs without AMX/AVX512_BF16, bf16 times say nothing about bf16
   hardware.
 
@@ -37,6 +38,8 @@ from workload import XLA_SETTINGS, add_step_flags, build_trainer, train_more  # 
 
 # "<node name>:<OpType>" as the executor names its spans (not "Class::method" spans).
 _OP_SPAN = re.compile(r"^(?P<node>[^:]+(?::[^:]+)*?):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
+# One run of an XLA-compiled function (`albert_tf.fused`): no op span names it, this span does.
+_COMPILED_SPAN, COMPILED = "CpuExecutable::ExecuteAsyncOnStream", "XLA-compiled functions"
 _DTYPES = {1: "f32", 2: "f64", 3: "i32", 9: "i64", 14: "bf16", 19: "f16", 10: "bool"}
 MATMULS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "_FusedMatMul", "_MklMatMul",
            "_MklNativeFusedMatMul", "_MklFusedMatMul", "_MklBatchMatMulV2", "_MklEinsum",
@@ -181,7 +184,8 @@ def load_xspace(logdir: str):
 
 
 def profile_op_times(logdir: str) -> dict[str, tuple[int, float]]:
-    """{op type: (executions, own seconds)} from the profiler's XSpace under `logdir`."""
+    """{op type: (executions, own seconds)} from the profiler's XSpace under `logdir`; the runs
+    of XLA-compiled functions under `COMPILED`."""
     space = load_xspace(logdir)
     totals: dict[str, list] = collections.defaultdict(lambda: [0, 0])
     for plane in space.planes:
@@ -189,9 +193,11 @@ def profile_op_times(logdir: str) -> dict[str, tuple[int, float]]:
         for line in plane.lines:
             spans = []
             for event in line.events:
-                match = _OP_SPAN.match(names.get(event.metadata_id, ""))
-                if match and event.duration_ps > 0:
-                    spans.append((event.offset_ps, event.offset_ps + event.duration_ps, match["type"]))
+                name = names.get(event.metadata_id, "")
+                match = _OP_SPAN.match(name)
+                kind = match["type"] if match else COMPILED if name == _COMPILED_SPAN else None
+                if kind and event.duration_ps > 0:
+                    spans.append((event.offset_ps, event.offset_ps + event.duration_ps, kind))
             spans.sort(key=lambda s: (s[0], -s[1]))
             # Own time: a span's length minus the spans nested in it on the same thread.
             stack: list[list] = []  # [end, type, own]
@@ -229,7 +235,8 @@ def print_times(times: dict[str, tuple[int, float]], steps: int, seconds_per_ste
     for kind, (count, seconds) in sorted(times.items(), key=lambda kv: -kv[1][1])[:top]:
         print(f"  {kind:<32} {count / steps:>9.0f} {seconds / steps:>8.3f} {100 * seconds / total:>5.1f}%")
     for kind, (_, seconds) in times.items():
-        groups["matmul" if kind in MATMULS else "cast" if kind == "Cast" else "other"] += seconds
+        groups["matmul" if kind in MATMULS else "cast" if kind == "Cast" else "compiled" if kind == COMPILED
+               else "other"] += seconds
     print("  groups: " + ", ".join(f"{g} {100 * s / total:.1f}%" for g, s in groups.most_common()))
 
 
