@@ -11,10 +11,14 @@ Two steps at a fine-tuning batch's shapes (ALBERT-base, ``--tokens`` rows = batc
   batch's): as separate ops with TensorFlow's derived gradient (what the model ran before)
   against `recompute._attention_probs` + `_attention_probs_grad` (what
   `recompute.attention_context` runs: the backward pass recomputes the probabilities);
+- the residual add + LayerNorm forward + gradient over [``--attention_batch`` x length, hidden]
+  float32 with a bf16 branch: `layers.layer_norm` (written-out gradient) after a plain add,
+  against `layers._residual_norm_value` + `_residual_norm_grad` (what `residual_layer_norm` runs);
 - the AdamW update of one FFN kernel ([768, 3072] float32 weight, slots and gradient): the
   module docstring's arithmetic as separate ops against `optimizers._fused_update`.
 
 Figures are the fastest of ``--repeats`` calls in ms.  Name the CPU beside them (printed).
+``TF_NUM_INTRAOP_THREADS=1`` in the environment shows which steps use a second core.
 
   .venv/bin/python benchmarks/fused_steps.py
   .venv/bin/python benchmarks/fused_steps.py --tokens 4096
@@ -100,6 +104,7 @@ def main() -> None:
         print(f"  torch bf16 (fused kernel, forward + backward) {fastest_ms(torch_gelu, args.repeats):7.2f}")
 
     attention_softmax(args)
+    residual_layer_norm(args)
 
     print(f"\nAdamW update of one [{args.hidden}, {args.intermediate}] float32 weight (ms)")
     weights = [tf.random.stateless_normal([args.hidden, args.intermediate], [i, 5]) for i in range(4)]
@@ -142,6 +147,36 @@ def attention_softmax(args) -> None:
                  for name, f in (("separate ops", separate), ("compiled", compiled))}
         print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
               f"{times['separate ops'] / times['compiled']:.1f}x")
+
+
+def residual_layer_norm(args) -> None:
+    import tensorflow as tf
+
+    from albert_tf.modeling import layers
+
+    shape = [args.attention_batch * args.attention_length, args.hidden]
+    print(f"\nresidual add + LayerNorm forward + gradient, {shape} float32 + bf16 branch (ms, fastest of {args.repeats})")
+    x = tf.random.stateless_normal(shape, [9, 10])
+    branch = tf.cast(tf.random.stateless_normal(shape, [11, 12]), tf.bfloat16)
+    dy = tf.random.stateless_normal(shape, [13, 14])
+    gamma, beta = tf.ones([args.hidden]), tf.zeros([args.hidden])
+
+    @tf.function
+    def separate(x, branch, dy):
+        with tf.GradientTape() as tape:
+            tape.watch([x, branch, gamma, beta])
+            y = layers.layer_norm(x + tf.cast(branch, tf.float32), gamma, beta, 1e-12)
+        return [y] + tape.gradient(y, [x, branch, gamma, beta], output_gradients=dy)
+
+    @tf.function
+    def compiled(x, branch, dy):
+        y, total = layers._residual_norm_value(x, branch, gamma, beta, 1e-12)
+        return (y,) + tuple(layers._residual_norm_grad(dy, total, gamma, 1e-12, tf.bfloat16))
+
+    times = {name: fastest_ms(lambda f=f: f(x, branch, dy), args.repeats)
+             for name, f in (("separate ops", separate), ("compiled", compiled))}
+    print(f"  separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
+          f"{times['separate ops'] / times['compiled']:.1f}x")
 
 
 if __name__ == "__main__":
