@@ -155,7 +155,8 @@ def residual_layer_norm(args) -> None:
     from albert_tf.modeling import layers
 
     shape = [args.attention_batch * args.attention_length, args.hidden]
-    print(f"\nresidual add + LayerNorm forward + gradient, {shape} float32 + bf16 branch (ms, fastest of {args.repeats})")
+    print(f"\nresidual add + LayerNorm forward + gradient, {shape} float32 + bf16 branch "
+          f"(ms, fastest of {args.repeats})")
     x = tf.random.stateless_normal(shape, [9, 10])
     branch = tf.cast(tf.random.stateless_normal(shape, [11, 12]), tf.bfloat16)
     dy = tf.random.stateless_normal(shape, [13, 14])

@@ -10,9 +10,9 @@ workload).  Printed:
 - per-op-type time of ``--steps`` steps under ``tf.profiler.experimental``: each op's
   own time (its span on the executor thread minus nested spans), summed by op type, per
   step, and its share of all op time; the XLA-compiled functions (`albert_tf.fused`: GELU,
-  residual LayerNorm, bf16 attention softmax, the optimizer's update) as one row.  Times depend on the CPU and on the load of a
-  shared machine; on CPUs without AMX/AVX512_BF16, bf16 times say nothing about bf16
-  hardware.
+  residual LayerNorm, bf16 attention softmax, the optimizer's update) as one row.  Times
+  depend on the CPU and on the load of a shared machine; on CPUs without AMX/AVX512_BF16,
+  bf16 times say nothing about bf16 hardware.
 
   .venv/bin/python benchmarks/profile_step.py --precision fp32
   .venv/bin/python benchmarks/profile_step.py --precision bf16 --steps 1 --top 30

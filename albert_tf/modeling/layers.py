@@ -359,7 +359,7 @@ class SelfAttention(keras.layers.Layer):
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
         # Softmax in float32; scale after the matmul, as the original does.
         scale = 1.0 / math.sqrt(float(self.head_size))
-        if training and self.probs_dropout.rate == 0.0:  # the same ops, compiled, less kept for the backward pass
+        if training and self.probs_dropout.rate == 0.0:  # under bf16: compiled, less kept for the backward pass
             context = attention_context(scores, attention_adder, v, scale)
         else:
             probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + attention_adder, axis=-1)

@@ -69,7 +69,8 @@ def test_float32_inside_the_model_under_mixed_bfloat16(recorded, training):
     assert residual == [tf.float32] * 9, arguments
     if training:  # the attention softmax runs compiled (recompute.attention_context), traced once per shape
         assert all(dtypes == (tf.float32, tf.float32) for dtypes in recorded["softmax"]), recorded["softmax"]
-        softmax_types = [node.attr["T"].type for compiled in (recompute._attention_probs, recompute._attention_probs_grad)
+        compiled_functions = (recompute._attention_probs, recompute._attention_probs_grad)
+        softmax_types = [node.attr["T"].type for compiled in compiled_functions
                          for function in compiled._list_all_concrete_functions()
                          for node in function.graph.as_graph_def().node if node.op == "Softmax"]
         assert softmax_types and set(softmax_types) == {tf.float32.as_datatype_enum}, softmax_types
