@@ -12,7 +12,7 @@ are cheap to recompute:
   over [B, N, S, S] each way.  Kept here: the raw 16-bit scores only; the backward pass
   recomputes the probabilities with the softmax's gradient, one compiled loop each way
   (`albert_tf.fused`).  3 MB per layer less under bf16 (ALBERT-base, 8 x 128), at the
-  same speed; in float32 it runs the plain ops.
+  same speed; in float32, and for lengths known only at run time, the plain ops.
 - ``gelu_dense``: GELU between the FFN's two matmuls.  Kept by the plain layers: the
   GELU input (for its gradient) and output (for the second matmul's kernel gradient), two
   [B, S, intermediate] tensors; kept here: only the GELU input, and the backward pass
@@ -62,10 +62,13 @@ def attention_context(scores: tf.Tensor, adder: tf.Tensor, value: tf.Tensor, sca
     step without attention dropout: raw scores ``q k^T`` ([..., S, S], the compute dtype), the
     mask's additive term (float32, broadcast over heads and queries) and values ([..., S, D]).
 
-    In float32 the plain ops: kept scores would be as large as kept probabilities, and XLA's
-    softmax is slower than TensorFlow's (`benchmarks/fused_steps.py`)."""
-    if scores.dtype == tf.float32:
-        return tf.matmul(_softmax(scores, adder, scale), value)
+    The plain ops in float32 (kept scores would be as large as kept probabilities, and XLA's
+    softmax is slower than TensorFlow's: `benchmarks/fused_steps.py`), and when the key length
+    is known only at run time (batches cut to their longest row): XLA compiles per shape, and
+    two more compilations for every new length cost fine-tuning through `run_classifier.py`
+    more than the short batches' memory is worth (`benchmarks/driver_rate.py`)."""
+    if scores.dtype == tf.float32 or scores.shape[-1] is None:
+        return tf.matmul(tf.cast(_softmax(scores, adder, scale), value.dtype), value)
 
     @tf.custom_gradient
     def forward(scores, value):

@@ -67,6 +67,32 @@ def test_attention_context_matches_the_plain_ops(dtype):
     assert not np.any(got[1].numpy()[1, :, :, -2:].astype(np.float32))
 
 
+def test_attention_context_runs_the_plain_ops_for_a_key_length_known_at_run_time():
+    """Batches cut to their longest row have a traced length of None: no compiled function (one
+    more compilation per length), the plain ops' values and gradients bit for bit."""
+    rng = np.random.default_rng(5)
+    scores, adder, value = _attention_inputs(rng, tf.bfloat16)
+    spec = [tf.TensorSpec([2, 3, None, None], tf.bfloat16), tf.TensorSpec([2, 1, 1, None], tf.float32),
+            tf.TensorSpec([2, 3, None, 4], tf.bfloat16)]
+
+    def traced(fn, signature=spec):
+        def run(scores, adder, value):
+            return _value_and_grads(lambda s, v: fn(s, adder, v, 0.5), [scores, value])
+        return tf.function(run, input_signature=signature)
+
+    def compiled_calls(function) -> list:
+        graph = function.get_concrete_function().graph.as_graph_def()
+        return [f.signature.name for f in graph.library.function if "_attention_probs" in f.signature.name]
+
+    ours = traced(attention_context)
+    assert not compiled_calls(ours)
+    static = [tf.TensorSpec(t.shape, t.dtype) for t in (scores, adder, value)]
+    assert compiled_calls(traced(attention_context, static))  # a known length: compiled
+    got, want = ours(scores, adder, value), traced(_plain_attention_context)(scores, adder, value)
+    for name, g, w in zip(("context", "d_scores", "d_value"), got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=name)
+
+
 def test_attention_context_gradient_against_float64():
     """The written-out bf16 gradient against TensorFlow's derived one of the plain formula in
     float64, on bf16 inputs (exact in float64): within bf16's rounding of d_scores and d_value."""
