@@ -25,7 +25,7 @@ from albert_tf.fused import fused
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import gelu, gelu_forward_only, get_activation
 from albert_tf.modeling.dropout import StatelessDropout
-from albert_tf.modeling.recompute import attention_context, gelu_dense
+from albert_tf.modeling.recompute import attention_context, attention_softmax, gelu_dense
 
 
 def initializer(initializer_range: float) -> keras.initializers.Initializer:
@@ -362,7 +362,7 @@ class SelfAttention(keras.layers.Layer):
         if training and self.probs_dropout.rate == 0.0:  # under bf16: compiled, less kept for the backward pass
             context = attention_context(scores, attention_adder, v, scale)
         else:
-            probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + attention_adder, axis=-1)
+            probs = attention_softmax(scores, attention_adder, scale)
             context = tf.matmul(self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training), v)
         context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]

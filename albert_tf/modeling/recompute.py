@@ -34,15 +34,15 @@ from albert_tf.fused import fused
 from albert_tf.modeling.activations import gelu_value, gelu_value_and_grad
 
 
-def _softmax(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
+def attention_softmax(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
     """The attention's probabilities in float32: softmax(float32(scores) * scale + adder)."""
     return tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
 
 
 @fused
 def _attention_probs(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
-    """`_softmax` rounded to the scores' dtype, in one compiled loop."""
-    return tf.cast(_softmax(scores, adder, scale), scores.dtype)
+    """`attention_softmax` rounded to the scores' dtype, in one compiled loop."""
+    return tf.cast(attention_softmax(scores, adder, scale), scores.dtype)
 
 
 @fused
@@ -51,7 +51,7 @@ def _attention_probs_grad(scores: tf.Tensor, adder: tf.Tensor, d_probs: tf.Tenso
     """(d scores, the probabilities in the scores' dtype) for the gradient ``d_probs`` of the
     rounded probabilities, the probabilities recomputed in float32 from the kept scores:
     TensorFlow's derived gradient of cast, softmax, add and scale, in one compiled loop."""
-    probs = _softmax(scores, adder, scale)
+    probs = attention_softmax(scores, adder, scale)
     d_probs = tf.cast(d_probs, tf.float32)
     d_logits = probs * (d_probs - tf.reduce_sum(d_probs * probs, axis=-1, keepdims=True))
     return tf.cast(d_logits * scale, scores.dtype), tf.cast(probs, scores.dtype)
@@ -68,7 +68,7 @@ def attention_context(scores: tf.Tensor, adder: tf.Tensor, value: tf.Tensor, sca
     two more compilations for every new length cost fine-tuning through `run_classifier.py`
     more than the short batches' memory is worth (`benchmarks/driver_rate.py`)."""
     if scores.dtype == tf.float32 or scores.shape[-1] is None:
-        return tf.matmul(tf.cast(_softmax(scores, adder, scale), value.dtype), value)
+        return tf.matmul(tf.cast(attention_softmax(scores, adder, scale), value.dtype), value)
 
     @tf.custom_gradient
     def forward(scores, value):
