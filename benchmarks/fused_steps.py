@@ -52,6 +52,12 @@ def fastest_ms(call, repeats: int) -> float:
     return 1000 * best
 
 
+def print_comparison(label: str, separate, compiled, inputs: tuple, repeats: int) -> None:
+    """One line: `separate` and `compiled` called on `inputs`, fastest ms each, and their ratio."""
+    times = [fastest_ms(lambda f=f: f(*inputs), repeats) for f in (separate, compiled)]
+    print(f"  {label:9s} separate ops {times[0]:7.2f}   compiled {times[1]:7.2f}   {times[0] / times[1]:.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=672, help="rows: batch 32 x length 21")
@@ -84,10 +90,7 @@ def main() -> None:
     for dtype in (tf.bfloat16, tf.float32):
         x = tf.cast(tf.random.stateless_normal(shape, [1, 2]), dtype)
         dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]), dtype)
-        times = {name: fastest_ms(lambda f=f: f(x, dy), args.repeats)
-                 for name, f in (("separate ops", separate), ("compiled", compiled))}
-        print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
-              f"{times['separate ops'] / times['compiled']:.1f}x")
+        print_comparison(dtype.name, separate, compiled, (x, dy), args.repeats)
     try:
         import torch
     except ImportError:
@@ -132,7 +135,7 @@ def attention_softmax(args) -> None:
     def separate(scores, d_probs):  # the plain ops, TensorFlow's derived gradient
         with tf.GradientTape() as tape:
             tape.watch(scores)
-            probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1), scores.dtype)
+            probs = tf.cast(recompute.attention_softmax(scores, adder, scale), scores.dtype)
         return probs, tape.gradient(probs, scores, output_gradients=d_probs)
 
     @tf.function
@@ -143,10 +146,7 @@ def attention_softmax(args) -> None:
     for dtype in (tf.bfloat16, tf.float32):
         scores = tf.cast(tf.random.stateless_normal(shape, [5, 6]) * 4.0, dtype)
         d_probs = tf.cast(tf.random.stateless_normal(shape, [7, 8]), dtype)
-        times = {name: fastest_ms(lambda f=f: f(scores, d_probs), args.repeats)
-                 for name, f in (("separate ops", separate), ("compiled", compiled))}
-        print(f"  {dtype.name:9s} separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
-              f"{times['separate ops'] / times['compiled']:.1f}x")
+        print_comparison(dtype.name, separate, compiled, (scores, d_probs), args.repeats)
 
 
 def residual_layer_norm(args) -> None:
@@ -174,10 +174,7 @@ def residual_layer_norm(args) -> None:
         y, total = layers._residual_norm_value(x, branch, gamma, beta, 1e-12)
         return (y,) + tuple(layers._residual_norm_grad(dy, total, gamma, 1e-12, tf.bfloat16))
 
-    times = {name: fastest_ms(lambda f=f: f(x, branch, dy), args.repeats)
-             for name, f in (("separate ops", separate), ("compiled", compiled))}
-    print(f"  separate ops {times['separate ops']:7.2f}   compiled {times['compiled']:7.2f}   "
-          f"{times['separate ops'] / times['compiled']:.1f}x")
+    print_comparison("float32", separate, compiled, (x, branch, dy), args.repeats)
 
 
 if __name__ == "__main__":
