@@ -14,6 +14,10 @@ Two steps at a fine-tuning batch's shapes (ALBERT-base, ``--tokens`` rows = batc
 - the residual add + LayerNorm forward + gradient over [``--attention_batch`` x length, hidden]
   float32 with a bf16 branch: `layers.layer_norm` (written-out gradient) after a plain add,
   against `layers._residual_norm_value` + `_residual_norm_grad` (what `residual_layer_norm` runs);
+- the bias gradient of a bf16 dense layer over [``--tokens``, hidden] and [``--tokens``,
+  intermediate]: TensorFlow's `BiasAddGrad` (sums in bfloat16) against
+  `albert_tf.modeling.bias.column_sums` (`Sum`: float32 accumulation), each with its largest
+  error against the float64 sum;
 - the AdamW update of one FFN kernel ([768, 3072] float32 weight, slots and gradient): the
   module docstring's arithmetic as separate ops against `optimizers._fused_update`.
 
@@ -108,6 +112,7 @@ def main() -> None:
 
     attention_softmax(args)
     residual_layer_norm(args)
+    bias_gradient(args)
 
     print(f"\nAdamW update of one [{args.hidden}, {args.intermediate}] float32 weight (ms)")
     weights = [tf.random.stateless_normal([args.hidden, args.intermediate], [i, 5]) for i in range(4)]
@@ -175,6 +180,25 @@ def residual_layer_norm(args) -> None:
         return (y,) + tuple(layers._residual_norm_grad(dy, total, gamma, 1e-12, tf.bfloat16))
 
     print_comparison("float32", separate, compiled, (x, branch, dy), args.repeats)
+
+
+def bias_gradient(args) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf.modeling import bias
+
+    print(f"\nbias gradient of a bf16 dense layer, [{args.tokens}, width] (ms, fastest of {args.repeats}; "
+          f"largest error against the float64 sum)")
+    plain = tf.function(lambda d: tf.raw_ops.BiasAddGrad(out_backprop=d))
+    ours = tf.function(bias.column_sums)
+    for width in (args.hidden, args.intermediate):
+        d = tf.cast(tf.random.stateless_normal([args.tokens, width], [15, width]), tf.bfloat16)
+        exact = d.numpy().astype(np.float64).sum(0)
+        errors = [np.abs(f(d).numpy().astype(np.float64) - exact).max() for f in (plain, ours)]
+        times = [fastest_ms(lambda f=f: f(d), args.repeats) for f in (plain, ours)]
+        print(f"  width {width:5d}  BiasAddGrad {times[0]:6.2f} (error {errors[0]:.3f})   "
+              f"column_sums {times[1]:6.2f} (error {errors[1]:.3f})   {times[0] / times[1]:.1f}x")
 
 
 if __name__ == "__main__":

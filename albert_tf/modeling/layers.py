@@ -24,6 +24,7 @@ import tensorflow as tf
 from albert_tf.fused import fused
 from albert_tf.keras import keras
 from albert_tf.modeling.activations import gelu, gelu_forward_only, get_activation
+from albert_tf.modeling.bias import bias_add
 from albert_tf.modeling.dropout import StatelessDropout
 from albert_tf.modeling.recompute import attention_context, attention_softmax, gelu_dense
 
@@ -142,7 +143,9 @@ class SharedDense(keras.layers.Dense):
         flatten = inputs.shape.rank != 2
         outputs = tf.matmul(tf.reshape(inputs, [-1, kernel.shape[0]]) if flatten else inputs, kernel)
         if bias is not None:
-            outputs = tf.nn.bias_add(outputs, bias)
+            # Training: the bias gradient summed in float32 (`bias.bias_add`); outside it the plain
+            # op, which grappler fuses with the activation as well (no custom gradient between).
+            outputs = bias_add(outputs, bias) if training else tf.nn.bias_add(outputs, bias)
         activation = None if linear else self.activation
         if activation is gelu and not training:
             activation = gelu_forward_only

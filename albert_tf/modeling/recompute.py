@@ -23,8 +23,8 @@ Recomputations run after the incoming gradient (a control dependency, or an inpu
 depends on it): otherwise TensorFlow's executor runs every op whose inputs are ready at
 once, computing them in the forward pass and holding the results, and grappler's
 common-subexpression pass merges them with the forward ops.  The forward pass is the
-plain layers' arithmetic; the gradients are TensorFlow's for MatMul, BiasAdd, Cast and
-softmax, and our GELU's.
+plain layers' arithmetic; the gradients are TensorFlow's for MatMul, Cast and softmax, our
+GELU's, and the bias's of `albert_tf.modeling.bias`.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from albert_tf.fused import fused
 from albert_tf.modeling.activations import gelu_value, gelu_value_and_grad
+from albert_tf.modeling.bias import bias_gradient
 
 
 def attention_softmax(scores: tf.Tensor, adder: tf.Tensor, scale: float) -> tf.Tensor:
@@ -107,7 +108,7 @@ def gelu_dense(pre: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None) -> tf.
             d_kernel = tf.matmul(tf.reshape(hidden, [-1, width]), d_flat, transpose_a=True)
             grads = [d_pre, d_kernel]
             if len(args) == 3:
-                grads.append(tf.raw_ops.BiasAddGrad(out_backprop=d_outputs))
+                grads.append(bias_gradient(d_flat))
             return grads
 
         return outputs, backward

@@ -64,7 +64,8 @@ def _ran_compiled(names, function: str) -> bool:
 
 
 def test_dense_layers_run_as_fused_matmuls(executed_op_types):
-    for training, types in ((k, executed_op_types[k]) for k in ("False", "True")):
+    """In float32 and bf16 (where training adds a custom bias gradient: `albert_tf.modeling.bias`)."""
+    for training, types in ((k, executed_op_types[k]) for k in ("False", "True", "bf16 False", "bf16 True")):
         assert any("FusedMatMul" in t for t in types), (training, types)
         assert "BiasAdd" not in types, (training, types)
 
@@ -77,7 +78,7 @@ UNFUSED_DENSE = ("MatMul", "_MklMatMul")
 def test_no_dense_matmul_runs_unfused(executed_op_types):
     """Every dense layer (Q/K/V, attention output, FFN, embedding mapping, pooler) is a fused matmul:
     a bias added after a reshape would leave a plain matmul and an Add."""
-    for training, types in ((k, executed_op_types[k]) for k in ("False", "True")):
+    for training, types in ((k, executed_op_types[k]) for k in ("False", "True", "bf16 False", "bf16 True")):
         assert not types & set(UNFUSED_DENSE), (training, sorted(types))
 
 

@@ -120,10 +120,17 @@ def bf16_policy():
 def test_shared_dense_cast_once_equals_keras_dense_casting_per_call(bf16_policy):
     """Two calls sharing one bf16 copy of the weights (their uses chained by use_weights) give
     Keras Dense's outputs and float32 gradients (which casts at each call and adds the calls'
-    gradients in float32), bit for bit."""
+    gradients in float32), bit for bit.  The reference adds its bias by broadcasting, whose
+    gradient TensorFlow sums with `Sum` (float32 accumulation, as `albert_tf.modeling.bias`);
+    Keras' BiasAdd gradient sums bfloat16 in bfloat16 (tests/modeling/test_bias.py)."""
     from albert_tf.keras import keras
 
-    reference = keras.layers.Dense(8, activation=get_activation("gelu"), kernel_initializer=layers.initializer(0.02))
+    class BroadcastBiasDense(keras.layers.Dense):
+        def call(self, inputs):
+            flat = tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), self.kernel)
+            return self.activation(tf.reshape(flat, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0)) + self.bias)
+
+    reference = BroadcastBiasDense(8, activation=get_activation("gelu"), kernel_initializer=layers.initializer(0.02))
     shared = layers.dense(8, 0.02, "intermediate", "gelu", layer_class=layers.SharedDense)
     x = tf.random.stateless_normal([2, 5, 8], [3, 4])
     reference(x), shared(x)
