@@ -24,6 +24,10 @@ FLOPs of the forward pass times 3 (backward = 2x forward), MLM on the gathered
 positions only (``step_gflop``; about 541 GFLOP for this workload).
 
 The machine may be shared: compare ours/HF within one run, as ratios, and repeat.
+``--ceiling`` also measures, in every round next to ours, TensorFlow's dense-matmul rate at this
+batch's shapes (``matmul_ceiling.py``'s tf worker, same precision) and prints ours as a share of
+the step time those rates allow (issue 33's "% of the matmul ceiling"), per round: the machine's
+speed drifts between runs, a ratio of two runs minutes apart does not.
 bf16 only has a fast path on CPUs with AMX or AVX512_BF16: the detected ISA is printed.
 
   .venv/bin/python benchmarks/pretraining_step.py --compare                 # full run
@@ -390,6 +394,9 @@ def main() -> None:
                         help="comma list of default, on, off: TF_ENABLE_ONEDNN_OPTS for ours (TF turns oneDNN "
                              "on by default only on CPUs with AVX-512 VNNI/BF16 or AMX)")
     parser.add_argument("--compare", action="store_true", help="also run HF transformers' PyTorch ALBERT")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also time TF's dense matmuls at these shapes in every round (matmul_ceiling.py) "
+                             "and print ours as a share of that ceiling")
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat every configuration this many times (medians; ratios per round)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
@@ -434,7 +441,7 @@ def main() -> None:
     gflop = step_gflop(30000, 128, 768, 12, 3072, args.batch_size, args.seq_length, args.max_predictions)
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
           "(other processes share these cores: read ratios, not absolute figures)")
-    rows = []
+    rows, ceilings = [], []
     with tempfile.TemporaryDirectory(prefix="albert_bench_runs_") as tmp:
         # Per precision: ours and HF close in time, so that their ratio sees the same load;
         # the order flips every round.
@@ -443,9 +450,14 @@ def main() -> None:
                 jobs = [("ours", precision, xla, onednn) for onednn in onednns for xla in xlas]
                 if args.compare:
                     jobs.append(("hf", precision, "-", "-"))
+                if args.ceiling:
+                    jobs.insert(1 if len(jobs) > 1 else 0, ("ceiling", precision, "-", "-"))
                 if round_index % 2:
                     jobs.reverse()
                 for worker, prec, xla, onednn in jobs:
+                    if worker == "ceiling":
+                        ceilings.append((round_index, prec, ceiling_gflop_per_s(args, prec, tmp)))
+                        continue
                     result = run_config(args, worker, prec, xla, tmp, onednn, round_index)
                     if result:
                         result["round"] = round_index
@@ -462,7 +474,34 @@ def main() -> None:
             print(f"HF attention implementation: {r['attention']}, torch CPU capability: {r['cpu_capability']}")
             break
     print_table(rows, args, gflop)
+    print_ceiling_shares(rows, ceilings, gflop)
     print(f"ISA: {isa_note(info)}")
+
+
+def ceiling_gflop_per_s(args, precision: str, tmp: str) -> float | None:
+    """TensorFlow's dense-matmul rate for a training step at this batch's shapes (matmul_ceiling.py's
+    tf worker: fastest of 25 calls per shape, weighted by each shape's FLOPs), or None if it failed."""
+    import matmul_ceiling
+
+    tokens = args.batch_size * args.seq_length
+    settings = argparse.Namespace(precisions=precision, threads=args.threads, warmup=3, repeats=25,
+                                  train_tokens=tokens, infer_tokens=tokens)
+    print(f"\n== ceiling {precision}: TF's dense matmuls at {tokens} tokens", end=" ", flush=True)
+    result = matmul_ceiling.run_worker(settings, "tf", tmp)
+    return None if result is None else matmul_ceiling.layer_rate(result[f"{precision} T={tokens}"],
+                                                                 matmul_ceiling.PASSES)
+
+
+def print_ceiling_shares(rows: list[dict], ceilings: list, gflop: float) -> None:
+    """Per round and precision: TF's matmul ceiling, the step time it allows, and ours as a share of it."""
+    for round_index, precision, rate in ceilings:
+        if rate is None:
+            continue
+        ours = [r for r in rows if r["impl"] == "ours" and r["round"] == round_index and r["precision"] == precision]
+        for r in ours:
+            print(f"round {round_index + 1}, {precision} XLA {r['xla']} oneDNN {r['onednn']}: TF's matmul ceiling "
+                  f"{rate:.0f} GFLOP/s = {gflop / rate:.3f} s/step; ours {r['seconds_per_step']:.3f} s/step = "
+                  f"{100 * gflop / rate / r['seconds_per_step']:.0f}% of it")
 
 
 if __name__ == "__main__":
