@@ -18,7 +18,8 @@ dropout seed, XLA) is ``step``'s, the interval reports ``reporting``'s.  One-dev
 semantics on every topology: the same flags and data give the same weights on one
 device, N replicas, N workers or with gradient accumulation (``step``, ``data.py``).
 ``steps_per_loop`` steps run inside one ``tf.function`` call, cut short at log/save
-boundaries.
+boundaries; the train function's first call runs one step, after which the memory its building
+freed goes back to the system (``host_memory``).
 
 Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
 count, fp16 loss scale) and ``global_step``; each worker also saves its input
@@ -48,6 +49,7 @@ from albert_tf.training.checkpoint_policy import CheckpointPolicy
 from albert_tf.data.input_pipeline import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import ExampleMeans
+from albert_tf.training.host_memory import release_freed_memory
 from albert_tf.training.optimizers import learning_rate_at
 from albert_tf.training.reporting import Interval, Reporter
 from albert_tf.training.run_lock import output_dir_lock
@@ -169,6 +171,7 @@ class Trainer:
         self._stop_flag = tf.Variable(0.0, trainable=False, name="stop_requested")
         self._metric_kinds: dict[str, bool] | None = None  # name -> is a (num, den) pair
         self._train_fn = None
+        self._first_loop = False  # the next loop is the train function's first call: one step
         self._evaluator: ExampleMeans | None = None
         self._last_saved_step: int | None = None
         self.policy = CheckpointPolicy(config.output_dir, config.save_checkpoints_steps,
@@ -287,6 +290,8 @@ class Trainer:
         limits = [cfg.steps_per_loop, cfg.num_train_steps - step,
                   cfg.log_steps - step % cfg.log_steps,
                   self.policy.steps_to_next_save(step)]
+        if self._first_loop:  # see `host_memory`: the building's freed pages go before step 2
+            limits.append(1)
         return max(1, min(limits))
 
     def train(self) -> TrainResult:
@@ -320,6 +325,7 @@ class Trainer:
             return TrainResult(step, latest, {})
         if self._train_fn is None:
             self._train_fn = self._build_train_fn()
+            self._first_loop = True
         reporter = Reporter(cfg.num_train_steps, cfg.train_batch_size,
                             lambda update: learning_rate_at(self.optimizer, update),
                             LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None))
@@ -335,6 +341,9 @@ class Trainer:
                 except tf.errors.OutOfRangeError as e:
                     raise ValueError(f"the training dataset ended at step {int(self.global_step.numpy())}: "
                                      f"train_dataset_fn must return a repeating dataset") from e
+                if self._first_loop:
+                    self._first_loop = False
+                    release_freed_memory()
                 step = int(self.global_step.numpy())
                 if bool(out["non_finite"]):
                     raise NonFiniteLossError(

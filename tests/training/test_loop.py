@@ -151,6 +151,29 @@ def test_xla_gives_the_same_weights(train_toy, tmp_path, reference_plain, toy, s
     same_weights(toy.weights_by_name(trainer.model), reference_plain["weights"], atol=1e-4)
 
 
+def test_the_first_loop_is_one_step_then_the_freed_memory_goes_back(train_toy, tmp_path, reference_plain, toy,
+                                                                   same_weights, monkeypatch):
+    """A fresh train function's first call runs one step, then the allocator's free pages are returned
+    (`host_memory`), once; the loops after it run to their boundaries as before.  Loop sizes change no
+    numbers: the same weights as the reference run, which logs (so loops) every step."""
+    loops, released_after = [], []
+    run = loop.run_interruptibly
+
+    def recording_run(fn, iterator, num_steps, **kwargs):
+        loops.append(int(num_steps))
+        return run(fn, iterator, num_steps, **kwargs)
+
+    monkeypatch.setattr(loop, "run_interruptibly", recording_run)
+    monkeypatch.setattr(loop, "release_freed_memory", lambda: released_after.append(len(loops)) or True)
+    trainer, result, _ = train_toy(tmp_path, dropout=0.0, num_train_steps=6)  # saves at 4: loops 1, 3, 2
+    assert result.global_step == 6
+    assert loops == [1, 3, 2] and released_after == [1]
+    same_weights(toy.weights_by_name(trainer.model), reference_plain["weights"], atol=0)
+    trainer.config.num_train_steps = 8  # the same train function again: no one-step loop, no release
+    trainer.train()
+    assert loops == [1, 3, 2, 2] and released_after == [1]
+
+
 def test_init_fn_runs_only_on_a_fresh_start(toy, toy_data, tmp_path):
     calls = []
 
