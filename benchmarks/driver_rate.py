@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--train_step", type=int, default=40)
     parser.add_argument("--log_steps", type=int, default=5)
+    parser.add_argument("--seq_length_multiple", type=int, default=None,
+                        help="passed to the driver (its default when not given): batch lengths rounded up to this")
     args = parser.parse_args()
     print_machine()
     with tempfile.TemporaryDirectory(prefix="albert_driver_rate_") as tmp:
@@ -50,6 +52,8 @@ def main() -> None:
                    f"--train_batch_size={args.train_batch_size}", f"--max_seq_length={args.max_seq_length}",
                    f"--train_step={args.train_step}", "--warmup_step=0", f"--log_steps={args.log_steps}",
                    f"--save_checkpoints_steps={args.train_step}", f"--mixed_precision={args.mixed_precision}"]
+        if args.seq_length_multiple is not None:
+            command.append(f"--seq_length_multiple={args.seq_length_multiple}")
         print(f"load average at start: {os.getloadavg()[0]:.1f}\n$ {' '.join(command)}", flush=True)
         done = subprocess.run(command, capture_output=True, text=True,
                               env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
