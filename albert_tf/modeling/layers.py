@@ -359,12 +359,12 @@ class SelfAttention(keras.layers.Layer):
         # Batched matmuls on [B,N,S,D] rather than einsum: same products, and TensorFlow's
         # einsum transposes internally anyway (benchmarks/attention_layout.py: 1.01-1.09x in
         # float32, 2.8x in emulated bf16 on an AVX2 CPU).
-        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
         # Softmax in float32; scale after the matmul, as the original does.
         scale = 1.0 / math.sqrt(float(self.head_size))
         if training and self.probs_dropout.rate == 0.0:  # under bf16: compiled, less kept for the backward pass
-            context = attention_context(scores, attention_adder, v, scale)
+            context = attention_context(q, k, attention_adder, v, scale)
         else:
+            scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
             probs = attention_softmax(scores, attention_adder, scale)
             context = tf.matmul(self.probs_dropout(tf.cast(probs, self.compute_dtype), training=training), v)
         context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]

@@ -6,13 +6,15 @@ from the forward pass (for ALBERT-base at batch 8 x 128, at the turn from forwar
 backward).  Two of them are elementwise functions of tensors that are kept anyway or
 are cheap to recompute:
 
-- ``attention_context``: the attention's scale, mask, softmax and cast to 16 bits.
-  TensorFlow's derived gradients keep the float32 probabilities (softmax gradient) and
-  their 16-bit cast (gradient of the values), and run about a dozen elementwise passes
-  over [B, N, S, S] each way.  Kept here: the raw 16-bit scores only; the backward pass
-  recomputes the probabilities with the softmax's gradient, one compiled loop each way
-  (`albert_tf.fused`).  3 MB per layer less under bf16 (ALBERT-base, 8 x 128), at the
-  same speed; in float32, and for lengths known only at run time, the plain ops.
+- ``attention_context``: the attention's scores ``q k^T``, scale, mask, softmax and cast to
+  16 bits.  TensorFlow's derived gradients keep the float32 probabilities (softmax gradient)
+  and their 16-bit cast (gradient of the values), and run about a dozen elementwise passes
+  over [B, N, S, S] each way.  Kept here: nothing of [B, N, S, S] size; the backward pass
+  recomputes the scores from the query and key (which the scores' gradient needs anyway: one
+  batched matmul, a twelfth of the layer's matmul work) and then the probabilities with the
+  softmax's gradient, one compiled loop each way (`albert_tf.fused`).  6 MB per layer less
+  under bf16 (ALBERT-base, 8 x 128) than the plain ops; in float32, and for lengths known only
+  at run time, the plain ops.
 - ``gelu_dense``: GELU between the FFN's two matmuls.  Kept by the plain layers: the
   GELU input (for its gradient) and output (for the second matmul's kernel gradient), two
   [B, S, intermediate] tensors; kept here: only the GELU input, and the backward pass
@@ -58,31 +60,40 @@ def _attention_probs_grad(scores: tf.Tensor, adder: tf.Tensor, d_probs: tf.Tenso
     return tf.cast(d_logits * scale, scores.dtype), tf.cast(probs, scores.dtype)
 
 
-def attention_context(scores: tf.Tensor, adder: tf.Tensor, value: tf.Tensor, scale: float) -> tf.Tensor:
-    """``matmul(cast(softmax(float32(scores) * scale + adder), value.dtype), value)`` for a training
-    step without attention dropout: raw scores ``q k^T`` ([..., S, S], the compute dtype), the
-    mask's additive term (float32, broadcast over heads and queries) and values ([..., S, D]).
+def attention_context(query: tf.Tensor, key: tf.Tensor, adder: tf.Tensor, value: tf.Tensor,
+                      scale: float) -> tf.Tensor:
+    """``matmul(cast(softmax(float32(query key^T) * scale + adder), value.dtype), value)`` for a
+    training step without attention dropout: query, key and value [..., S, D] (the compute dtype),
+    the mask's additive term (float32, broadcast over heads and queries).
 
     The plain ops in float32 (kept scores would be as large as kept probabilities, and XLA's
     softmax is slower than TensorFlow's: `benchmarks/fused_steps.py`), and when the key length
     is known only at run time (batches cut to their longest row): XLA compiles per shape, and
     two more compilations for every new length cost fine-tuning through `run_classifier.py`
-    more than the short batches' memory is worth (`benchmarks/driver_rate.py`)."""
-    if scores.dtype == tf.float32 or scores.shape[-1] is None:
+    more than the short batches' memory is worth (`benchmarks/driver_rate.py`).  Either way the
+    gradients of query and key are TensorFlow's batched-matmul gradients, the same ops."""
+    if query.dtype == tf.float32 or key.shape[-2] is None:
+        scores = tf.matmul(query, key, transpose_b=True)
         return tf.matmul(tf.cast(attention_softmax(scores, adder, scale), value.dtype), value)
 
     @tf.custom_gradient
-    def forward(scores, value):
+    def forward(query, key, value):
+        scores = tf.matmul(query, key, transpose_b=True)
         context = tf.matmul(_attention_probs(scores, adder, scale), value)
 
         def backward(d_context):
             d_probs = tf.matmul(d_context, value, transpose_b=True)
+            with tf.control_dependencies([d_probs]):  # recomputed once the gradient is there
+                scores = tf.matmul(query, key, transpose_b=True)
             d_scores, probs = _attention_probs_grad(scores, adder, d_probs, scale)
-            return d_scores, tf.matmul(probs, d_context, transpose_a=True)
+            # TensorFlow's gradient of matmul(query, key, adjoint_b=True), op for op.
+            d_query = tf.matmul(d_scores, key, grad_a=True)
+            d_key = tf.matmul(d_scores, query, adjoint_a=True, grad_b=True)
+            return d_query, d_key, tf.matmul(probs, d_context, transpose_a=True)
 
         return context, backward
 
-    return forward(scores, value)
+    return forward(query, key, value)
 
 
 def gelu_dense(pre: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor | None) -> tf.Tensor:
