@@ -5,8 +5,10 @@ functions and runs it; the building frees most of what it allocated, but glibc's
 freed pages in its arenas, where the step's own tensors (allocated by other threads, from other
 arenas) cannot always reuse them.  Those pages stayed resident for the whole run and the later
 steps' tensors came on top of them: in ALBERT-base's bf16 pretraining step the process's peak
-came in the second step, not the first.  ``malloc_trim`` returns them (the Trainer calls it once,
-after a one-step first loop): see `benchmarks/README.md` for the peak RSS before and after.
+came in the second step, not the first.  ``malloc_trim`` returns them: the Trainer runs a new
+train function's first loop as one step, calls it every 0.2 s while that step runs (pages freed
+by tracing and compiling go before the step's tensors peak) and once after it; later loops never.
+See `benchmarks/README.md` for the peak RSS before and after.
 
 Only glibc has ``malloc_trim``; elsewhere (musl, macOS, Windows) this does nothing.
 """

@@ -18,8 +18,8 @@ dropout seed, XLA) is ``step``'s, the interval reports ``reporting``'s.  One-dev
 semantics on every topology: the same flags and data give the same weights on one
 device, N replicas, N workers or with gradient accumulation (``step``, ``data.py``).
 ``steps_per_loop`` steps run inside one ``tf.function`` call, cut short at log/save
-boundaries; the train function's first call runs one step, after which the memory its building
-freed goes back to the system (``host_memory``).
+boundaries; the train function's first call runs one step, during and after which the memory its
+building freed goes back to the system (``host_memory``).
 
 Resume is exact: a checkpoint holds the model, the optimizer (slots, iteration
 count, fp16 loss scale) and ``global_step``; each worker also saves its input
@@ -337,7 +337,8 @@ class Trainer:
             while step < cfg.num_train_steps:
                 try:
                     out = run_interruptibly(self._train_fn, iterator, tf.constant(self._steps_to_boundary(step)),
-                                            signals=signals, stop_flag=self._stop_flag)
+                                            signals=signals, stop_flag=self._stop_flag,
+                                            while_waiting=release_freed_memory if self._first_loop else None)
                 except tf.errors.OutOfRangeError as e:
                     raise ValueError(f"the training dataset ended at step {int(self.global_step.numpy())}: "
                                      f"train_dataset_fn must return a repeating dataset") from e

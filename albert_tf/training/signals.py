@@ -46,8 +46,10 @@ class StopSignals:
             signal.signal(sig, handler)
 
 
-def run_interruptibly(fn: Callable[..., Any], *args, signals: StopSignals, stop_flag: tf.Variable) -> Any:
-    """Runs ``fn`` in a thread; sets ``stop_flag`` to 1 as soon as a signal arrives."""
+def run_interruptibly(fn: Callable[..., Any], *args, signals: StopSignals, stop_flag: tf.Variable,
+                      while_waiting: Callable[[], Any] | None = None) -> Any:
+    """Runs ``fn`` in a thread; sets ``stop_flag`` to 1 as soon as a signal arrives.  Calls
+    ``while_waiting()`` (if given) every 0.2 s while ``fn`` runs."""
     result: dict = {}
 
     def target():
@@ -60,6 +62,8 @@ def run_interruptibly(fn: Callable[..., Any], *args, signals: StopSignals, stop_
     thread.start()
     while thread.is_alive():
         thread.join(timeout=0.2)
+        if while_waiting is not None and thread.is_alive():
+            while_waiting()
         if signals.received and float(stop_flag.numpy()) == 0.0:
             stop_flag.assign(1.0)
     if "error" in result:
