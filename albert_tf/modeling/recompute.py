@@ -11,7 +11,7 @@ are cheap to recompute:
   and their 16-bit cast (gradient of the values), and run about a dozen elementwise passes
   over [B, N, S, S] each way.  Kept here: nothing of [B, N, S, S] size; the backward pass
   recomputes the scores from the query and key (which the scores' gradient needs anyway: one
-  batched matmul, a twelfth of the layer's matmul work) and then the probabilities with the
+  batched matmul, about half a percent of the layer's matmul work) and then the probabilities with the
   softmax's gradient, one compiled loop each way (`albert_tf.fused`).  6 MB per layer less
   under bf16 (ALBERT-base, 8 x 128) than the plain ops; in float32, and for lengths known only
   at run time, the plain ops.

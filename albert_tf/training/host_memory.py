@@ -37,4 +37,3 @@ def release_freed_memory() -> bool:
         return False
     libc.malloc_trim(ctypes.c_size_t(0))
     return True
-
