@@ -1,10 +1,9 @@
-"""Two steps of the transformer block whose backward pass recomputes cheap elementwise
-results instead of keeping them from the forward pass.
+"""Two steps of the transformer block whose backward pass recomputes cheap results instead
+of keeping them from the forward pass.
 
 Why: a training step's peak memory is the activations its backward pass needs, held
 from the forward pass (for ALBERT-base at batch 8 x 128, at the turn from forward to
-backward).  Two of them are elementwise functions of tensors that are kept anyway or
-are cheap to recompute:
+backward).  Two of them are cheap to recompute from tensors that are kept anyway:
 
 - ``attention_context``: the attention's scores ``q k^T``, scale, mask, softmax and cast to
   16 bits.  TensorFlow's derived gradients keep the float32 probabilities (softmax gradient)
