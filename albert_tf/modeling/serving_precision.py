@@ -32,9 +32,15 @@ def check_serving_precision(precision: str) -> str:
 def model_for_serving(model: "keras.Model", precision: str = DEFAULT_SERVING_PRECISION) -> "keras.Model":
     """``model`` itself if it already computes in ``precision``, else a copy of it (same class,
     config and weights) built under that precision's Keras policy."""
+    import tensorflow as tf
+
+    from albert_tf import cpu_bf16
     from albert_tf.keras import keras
 
     policy = keras.mixed_precision.Policy(SERVING_POLICIES[check_serving_precision(precision)])
+    if precision == "bfloat16":  # served where it is exported, it runs on a GPU if there is one
+        cpu_bf16.warn_if_emulated("--serving_precision=bfloat16",
+                                  "GPU" if tf.config.list_physical_devices("GPU") else "CPU")
     if model.compute_dtype == policy.compute_dtype and model.variable_dtype == policy.variable_dtype:
         return model
     previous = keras.mixed_precision.global_policy()

@@ -64,6 +64,11 @@ def set_mixed_precision(mixed_precision: str) -> str:
     return policy
 
 
+def replica_device_type(strategy: tf.distribute.Strategy) -> str:
+    """"CPU", "GPU" or "TPU": the kind of device the strategy's replicas run on."""
+    return tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type or "CPU"
+
+
 def one_device_name(gpus: list) -> str:
     """``one_device`` runs on the first GPU when there is one (whatever ``--num_gpus``), else the CPU."""
     return "/gpu:0" if gpus else "/cpu:0"

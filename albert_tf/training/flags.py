@@ -15,8 +15,10 @@ from typing import Any
 
 from absl import flags
 
+from albert_tf import cpu_bf16
 from albert_tf.training import xla
-from albert_tf.training.distribution import PRECISIONS, STRATEGIES, create_strategy, set_mixed_precision
+from albert_tf.training.distribution import (PRECISIONS, STRATEGIES, create_strategy, replica_device_type,
+                                             set_mixed_precision)
 from albert_tf.training.loop import TrainConfig
 
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
@@ -79,7 +81,7 @@ def strategy_from_flags(flag_values: flags.FlagValues | None = None):
     """Sets the precision policy and builds the strategy from ``define_flags()``'s flags."""
     f = flag_values or flags.FLAGS
     set_mixed_precision(f.mixed_precision)
-    return create_strategy(
+    strategy = create_strategy(
         distribution_strategy=f.distribution_strategy,
         num_gpus=f.num_gpus,
         use_tpu=f.use_tpu,
@@ -88,6 +90,9 @@ def strategy_from_flags(flag_values: flags.FlagValues | None = None):
         gcp_project=f.gcp_project,
         master=f.master,
     )
+    if f.mixed_precision == "bf16":
+        cpu_bf16.warn_if_emulated("--mixed_precision=bf16", replica_device_type(strategy))
+    return strategy
 
 
 def train_config_from_flags(flag_values: flags.FlagValues | None = None, **overrides: Any) -> TrainConfig:

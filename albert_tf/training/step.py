@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import dropout_seed_scope
+from albert_tf.training.distribution import replica_device_type
 from albert_tf.training.xla import XlaSetting, use_xla
 
 # A metric is a scalar (averaged over batches) or a (numerator, denominator) pair whose
@@ -79,8 +80,7 @@ def with_loss_scaling(optimizer: keras.optimizers.Optimizer) -> keras.optimizers
 
 def compiles_with_xla(setting: XlaSetting, strategy: tf.distribute.Strategy) -> bool:
     """``--enable_xla`` for the gradient computation, unless bf16 on CPU overrules it (``xla.use_xla``)."""
-    device_type = tf.DeviceSpec.from_string(strategy.extended.worker_devices[0]).device_type or "CPU"
-    return use_xla(setting, keras.mixed_precision.global_policy().compute_dtype, device_type)
+    return use_xla(setting, keras.mixed_precision.global_policy().compute_dtype, replica_device_type(strategy))
 
 
 @dataclasses.dataclass(frozen=True)
