@@ -12,9 +12,11 @@ import math
 import os
 from typing import Any, Callable, Mapping
 
+import tensorflow as tf
 from absl import logging
 
 from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.training import faults
 from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
 from albert_tf.weights import files
 
@@ -59,11 +61,23 @@ class BestCheckpointKeeper:
         if math.isnan(value):
             logging.warning("%s = nan at step %d: this checkpoint cannot be the best", self.metric, step)
         if better:
-            files.copy_checkpoint(checkpoint_path, self.best_prefix)
+            self._copy_to_best(checkpoint_path)
             best_step, best = step, value
             logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
         atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
         return better
+
+
+    def _copy_to_best(self, checkpoint_path: str) -> None:
+        """A full disk while copying is one line; the previous best stays whole (``files.copy_checkpoint``)."""
+        try:
+            files.copy_checkpoint(checkpoint_path, self.best_prefix)
+        except (tf.errors.OpError, OSError) as e:
+            if not faults.is_disk_full(e):
+                raise
+            raise faults.DiskFullError(
+                f"no space left on the device copying {checkpoint_path} to {self.best_prefix} (the best so far): "
+                f"the previous best is unchanged; free space and rerun to evaluate again") from e
 
 
 class CheckpointEvaluator:

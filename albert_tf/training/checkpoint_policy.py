@@ -63,7 +63,9 @@ def checkpoint_candidates(output_dir: str) -> list[str]:
 
 def newest_intact_weights(output_dir: str) -> str | None:
     """The newest checkpoint of ``output_dir`` whose model weights read back completely (what predict
-    and export use; the input state does not matter to them), warning about the damaged ones skipped."""
+    and export use; the input state does not matter to them), warning about the damaged ones skipped;
+    None when there is no checkpoint.  Raises ``CheckpointError`` when there are checkpoints but none
+    is intact: predicting from other weights (``--init_checkpoint``) would pass for the run's."""
     if not tf.io.gfile.isdir(output_dir):
         return None
     damaged = []
@@ -74,6 +76,10 @@ def newest_intact_weights(output_dir: str) -> str | None:
                 logging.warning("Skipping damaged checkpoint(s): %s. Using %s.", "; ".join(damaged), prefix)
             return prefix
         damaged.append(reason)
+    if damaged:
+        raise CheckpointError(
+            f"no intact checkpoint in {output_dir} to evaluate, predict or export with ({'; '.join(damaged)}); "
+            f"not falling back to --init_checkpoint: restore the files, or train again with --do_train")
     return None
 
 

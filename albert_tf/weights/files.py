@@ -45,24 +45,40 @@ def _files_of(prefix: str) -> list[str]:
     return sorted(files)
 
 
+def _remove_quietly(paths: list[str]) -> None:
+    for path in paths:
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+
+
 def _move_checkpoint_files(src_prefix: str, dst_prefix: str, copy: bool = False) -> None:
-    """Renames (or copies) a checkpoint's files to a new prefix, the index last."""
+    """Renames (or copies) a checkpoint's files to a new prefix, replacing a checkpoint there.
+
+    Copies are made under temporary names first: a failed copy (a full disk) removes them and
+    leaves the old checkpoint whole.  Then the old index goes (it stops being loadable), the
+    data shards and the index are renamed into place, the index last, and the old checkpoint's
+    shards the new one does not have are removed: the old one is unloadable only for the
+    instants of those renames."""
     files = _files_of(src_prefix)
     if not any(f.endswith(".index") for f in files):
         raise FileNotFoundError(f"no checkpoint at {src_prefix} (missing {src_prefix}.index)")
-    # Remove an older checkpoint of the same name, index first (so it is never half-replaced).
-    for old in sorted(_files_of(dst_prefix), key=lambda f: not f.endswith(".index")):
-        tf.io.gfile.remove(old)
-    data = [f for f in files if not f.endswith(".index")]
-    index = [f for f in files if f.endswith(".index")]
-    for src in data + index:
-        dst = dst_prefix + src[len(src_prefix):]
-        if copy:
-            tmp = f"{dst}{TMP_MARK}{uuid.uuid4().hex}"
-            tf.io.gfile.copy(src, tmp, overwrite=True)
-            tf.io.gfile.rename(tmp, dst, overwrite=True)
-        else:
-            tf.io.gfile.rename(src, dst, overwrite=True)
+    files = sorted(files, key=lambda f: f.endswith(".index"))  # data first, the index last
+    targets = [dst_prefix + f[len(src_prefix):] for f in files]
+    if copy:
+        token = uuid.uuid4().hex
+        staged = [f"{dst}{TMP_MARK}{token}" for dst in targets]
+        try:
+            for src, tmp in zip(files, staged):
+                tf.io.gfile.copy(src, tmp, overwrite=True)
+        except BaseException:
+            _remove_quietly(staged)
+            raise
+        files = staged
+    old = _files_of(dst_prefix)
+    _remove_quietly([f for f in old if f.endswith(".index")])
+    for src, dst in zip(files, targets):
+        tf.io.gfile.rename(src, dst, overwrite=True)
+    _remove_quietly(sorted(set(old) - set(targets)))
 
 
 # What reading a damaged checkpoint raises (a truncated shard gives IndexError, a garbage index
@@ -214,13 +230,17 @@ def known_checkpoints(output_dir: str) -> list[str]:
 
 def update_state_file(output_dir: str, checkpoint_path: str, keep_checkpoint_max: int) -> list[str]:
     """Makes ``checkpoint_path`` the latest; drops (and deletes) all but the newest
-    ``keep_checkpoint_max`` (0 or less: keep all) of the checkpoints there are (``known_checkpoints``:
-    on disk or listed, whatever state the file was in).  Returns the deleted prefixes."""
-    kept = [p for p in known_checkpoints(output_dir) if p != checkpoint_path] + [checkpoint_path]
+    ``keep_checkpoint_max`` (0 or less: keep all) of the run's own checkpoints, the
+    ``model.ckpt-<step>`` on disk in ``output_dir`` whatever state the file was in.  Other
+    checkpoints the state file lists (a converted ``model.ckpt`` a run started from, one in another
+    folder) stay listed and are never deleted: this job did not write them.  Returns the deleted
+    prefixes."""
+    own = [p for p in checkpoints_on_disk(output_dir) if p != checkpoint_path] + [checkpoint_path]
+    others = [p for p in known_checkpoints(output_dir) if p not in own]
     removed: list[str] = []
-    if keep_checkpoint_max > 0 and len(kept) > keep_checkpoint_max:
-        removed, kept = kept[:-keep_checkpoint_max], kept[-keep_checkpoint_max:]
-    write_state_file(output_dir, checkpoint_path, kept)
+    if keep_checkpoint_max > 0 and len(own) > keep_checkpoint_max:
+        removed, own = own[:-keep_checkpoint_max], own[-keep_checkpoint_max:]
+    write_state_file(output_dir, checkpoint_path, others + own)
     for prefix in removed:
         delete_checkpoint(prefix)
     return removed
@@ -247,5 +267,6 @@ def remove_stale_temporaries(output_dir: str) -> None:
 
 
 def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:
-    """Copies a checkpoint's files (index last, each via a temporary name)."""
+    """Copies a checkpoint's files over any checkpoint at ``dst_prefix`` (``_move_checkpoint_files``:
+    all copied under temporary names first, the index renamed into place last)."""
     _move_checkpoint_files(src_prefix, dst_prefix, copy=True)

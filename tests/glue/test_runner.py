@@ -14,6 +14,7 @@ from albert_tf.glue import heads
 from albert_tf.glue.processors import get_processor
 from albert_tf.glue.task import GlueTask
 from albert_tf.weights import files
+from albert_tf.weights.errors import CheckpointError
 
 CPU = tf.distribute.OneDeviceStrategy("/cpu:0")
 
@@ -80,6 +81,23 @@ def test_best_checkpoint_selection_and_reruns(task, job, monkeypatch):
     assert _bias_of(os.path.join(out, "model.ckpt-best"))[0] == 40.0
     # Predict/export use model.ckpt-best.
     assert resolve_weights(out, None) == os.path.join(out, "model.ckpt-best")
+
+
+def test_predicting_over_only_damaged_checkpoints_stops_instead_of_using_init_checkpoint(task, job, tmp_path):
+    """A fine-tuned run's checkpoints all damaged: predicting from --init_checkpoint would pass its
+    (other) weights off as the run's; the run stops naming the damage and writes nothing."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    _save(model, str(tmp_path / "source"), 7)
+    _save(model, job.output_dir, 20)
+    data = os.path.join(job.output_dir, "model.ckpt-20.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(10)
+    job = dataclasses.replace(job, init_checkpoint=str(tmp_path / "source" / "model.ckpt-7"), do_predict=True)
+    with pytest.raises(CheckpointError) as err:
+        run(task, job, CPU)
+    message = str(err.value)
+    assert "\n" not in message and f"{data} is damaged" in message and "not falling back" in message
+    assert not [name for name in os.listdir(job.output_dir) if "results" in name]  # no predictions written
 
 
 def test_eval_and_predict_from_init_checkpoint(task, job, tmp_path):

@@ -182,3 +182,45 @@ def test_results_layouts(tmp_path):
     results.write_eval_results(path, {"f1": 1.0}, tuned)
     results.write_eval_results(path, {"f1": 2.0}, tuned)  # not appended: one evaluation per file
     assert path.read_text() == "f1 = 2.0\n"
+
+
+def test_a_full_disk_while_copying_the_best_leaves_the_previous_best_whole(tmp_path, monkeypatch):
+    """model.ckpt-best is replaced only once the new copy is complete: a copy that fails (a full disk)
+    removes what it wrote, keeps the old best loadable and best_trial.txt as it was, and says so in
+    one line."""
+    from albert_tf.training import faults
+
+    keeper = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    assert keeper.update(save(tmp_path, 10, 1.0), {"accuracy": 0.5})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    copy = tf.io.gfile.copy
+
+    def copy_then_fill_the_disk(src, dst, overwrite=False):
+        if src.endswith(".index"):  # the data shard is copied, then the disk is full
+            raise tf.errors.ResourceExhaustedError(None, None, f"{dst}; No space left on device")
+        copy(src, dst, overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "copy", copy_then_fill_the_disk)
+    newer = save(tmp_path, 20, 2.0)
+    with pytest.raises(faults.DiskFullError) as err:
+        keeper.update(newer, {"accuracy": 0.9})
+    assert "\n" not in str(err.value) and "previous best is unchanged" in str(err.value)
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if not p.name.startswith("model.ckpt-20")}
+    assert after == dict(before, checkpoint=after["checkpoint"])  # no temporary copy left, old best whole
+    monkeypatch.undo()
+    assert keeper.read() == (10, 10, 0.5)
+    assert keeper.update(newer, {"accuracy": 0.9}) and keeper.read() == (20, 20, 0.9)
+    restored = make_checkpoint(0.0)
+    restored.read(str(tmp_path / "model.ckpt-best")).assert_consumed()
+    assert restored.w.numpy().tolist() == [2.0, 2.0]
+
+
+def test_replacing_a_checkpoint_removes_the_old_ones_extra_shards(tmp_path):
+    save(tmp_path, 10, 1.0)
+    (tmp_path / "model.ckpt-best.index").write_bytes(b"an older best, saved in two shards")
+    for shard in ("00000", "00001"):
+        (tmp_path / f"model.ckpt-best.data-{shard}-of-00002").write_bytes(b"old")
+    files.copy_checkpoint(str(tmp_path / "model.ckpt-10"), str(tmp_path / "model.ckpt-best"))
+    assert sorted(p.name for p in tmp_path.glob("model.ckpt-best*")) == [
+        "model.ckpt-best.data-00000-of-00001", "model.ckpt-best.index"]
+    assert files.checkpoint_damage(str(tmp_path / "model.ckpt-best")) is None

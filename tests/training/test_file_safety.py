@@ -113,6 +113,29 @@ def test_evaluation_skips_damaged_checkpoints_naming_them(tmp_path, caplog):
                for r in caplog.records)
 
 
+def test_retention_never_deletes_checkpoints_the_run_did_not_write(tmp_path):
+    """A converted ``model.ckpt`` the run starts from (convert_checkpoint.py lists it in the folder's
+    state file) and a checkpoint of another folder the state file names stay on disk and listed,
+    however many saves retention drops."""
+    out, elsewhere = tmp_path / "out", tmp_path / "other"
+    converted = files.write_checkpoint_atomically(tf.train.Checkpoint(w=tf.Variable([1.0])), str(out / "model.ckpt"))
+    files.update_state_file(str(out), converted, 0)  # what weights.saving does
+    foreign = files.write_checkpoint_atomically(tf.train.Checkpoint(w=tf.Variable([2.0])),
+                                                files.checkpoint_prefix(str(elsewhere), 7))
+    files.write_state_file(str(out), converted, [foreign, converted])
+    removed = []
+    for step in (10, 20, 30, 40):
+        removed += files.update_state_file(str(out), files.write_checkpoint_atomically(
+            tf.train.Checkpoint(w=tf.Variable([float(step)])), files.checkpoint_prefix(str(out), step)), 2)
+    assert removed == [str(out / "model.ckpt-10"), str(out / "model.ckpt-20")]
+    assert (out / "model.ckpt.index").exists() and (elsewhere / "model.ckpt-7.index").exists()
+    assert sorted(p.name for p in out.glob("model.ckpt-*.index")) == ["model.ckpt-30.index", "model.ckpt-40.index"]
+    state = tf.train.get_checkpoint_state(str(out))
+    assert state.model_checkpoint_path == str(out / "model.ckpt-40")
+    assert set(state.all_model_checkpoint_paths) == {foreign, converted, str(out / "model.ckpt-30"),
+                                                     str(out / "model.ckpt-40")}
+
+
 @pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
 def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
     old = os.umask(mask)
