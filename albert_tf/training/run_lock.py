@@ -1,7 +1,8 @@
 """One writer per ``--output_dir``: a training run holds a lock file there while it trains.
 
-The file (``run.lock``, or ``run.lock-worker-<i>`` for each task of a multi-worker job, so
-that the workers of one job do not exclude each other) holds the holder's host, pid,
+The file (``run.lock``, taken by a job's chief whatever the job's size, and
+``run.lock-worker-<i>`` by the other workers of a multi-worker job, so that the workers of one job do
+not exclude each other but jobs of any sizes do) holds the holder's host, pid,
 process start time and start date.  A second run into the folder stops with one line
 naming the holder.  A lock whose holder is provably gone (same host, and no process with
 that pid and start time) is taken over with a warning; any other lock only with
@@ -41,7 +42,9 @@ class RunLockedError(RunError):
 
 
 def lock_path(output_dir: str, num_workers: int = 1, worker_index: int = 0) -> str:
-    name = LOCK_FILENAME if num_workers <= 1 else f"{LOCK_FILENAME}-worker-{worker_index}"
+    """``run.lock`` for a job's chief (worker 0) whatever the job's size, so that jobs of any sizes
+    exclude each other; ``run.lock-worker-<i>`` for its other workers."""
+    name = LOCK_FILENAME if num_workers <= 1 or worker_index == 0 else f"{LOCK_FILENAME}-worker-{worker_index}"
     return os.path.join(output_dir, name)
 
 
@@ -89,11 +92,15 @@ class RunLock:
             atomic_write_text(path, text)
             return True
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask's mode
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        except OSError:
+            os.remove(path)  # a full disk: no empty lock that would refuse the next run
+            raise
         return True
 
     def _holder(self) -> dict | None:

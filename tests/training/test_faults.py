@@ -139,7 +139,27 @@ def test_run_lock_holders(tmp_path, caplog):
         run_lock.RunLock(path).acquire()
     with run_lock.RunLock(path, take_over=True):
         assert f'"pid": {os.getpid()}' in open(path).read()
+    # A multi-worker job's chief takes the single run's lock: jobs of different sizes exclude each other.
+    assert run_lock.lock_path("d", 2, 0) == run_lock.lock_path("d", 1, 0) == os.path.join("d", "run.lock")
     assert run_lock.lock_path("d", 2, 1) == os.path.join("d", "run.lock-worker-1")
+
+
+def test_the_run_lock_gets_the_umask_mode_and_a_failed_write_leaves_no_lock(tmp_path, monkeypatch):
+    path = str(tmp_path / "run.lock")
+    old = os.umask(0o002)
+    try:
+        with run_lock.RunLock(path):
+            assert os.stat(path).st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: os.close(fd) or full_disk())
+    with pytest.raises(OSError, match="No space left"):
+        run_lock.RunLock(path).acquire()
+    assert not os.path.exists(path)  # the next run is not refused by an empty lock
 
 
 def test_second_run_refused_and_kills_inside_saves_resume_exactly(toy_process, tmp_path, reference_dropout,
