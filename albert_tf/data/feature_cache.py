@@ -5,8 +5,9 @@ any new task): the record file, its schema and sizes (so datasets, padding rows 
 parsing come from the schema, ``data.datasets``), the record count and the side file.
 
 Used by every fine-tuning task: a record file plus a JSON side file
-written last, both through a temporary name and a rename (``albert_tf.fileio``), so a
-crash leaves the old cache or none, never a half one. The side file holds the cache
+written before the records are renamed into place, both through a temporary name and a rename
+(``albert_tf.fileio``), so a crash leaves the old cache or none, never a half one. Files at a
+cache's paths that it did not write (no side file, or not its JSON) are refused, never replaced. The side file holds the cache
 key, the settings it was made from (``settings``) and what the builder reports
 (counts, statistics, per-feature metadata for post-processing; no pickle). The key
 hashes the settings together with the record schema's name and version, so a changed
@@ -65,20 +66,42 @@ def _size(path: str) -> int:
     return tf.io.gfile.stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
+class FeatureCacheError(ValueError):
+    """A feature-file path holds something that is not this tool's cache: never overwritten."""
+
+
+_SIDE_FIELDS = {"key": str, "settings": dict, "num_records": int}
+
+
+def _not_ours(record_file: str, side_file: str, what: str) -> FeatureCacheError:
+    return FeatureCacheError(
+        f"{what}: not a feature cache this tool wrote, so not overwriting {record_file} or {side_file}; "
+        f"move it away (or delete it if it is an old cache) or name other files with the feature-file flags")
+
+
 def _load_side_file(side_file: str, key: str, record_file: str) -> dict | None:
-    """The side file if it describes these records; a damaged cache (unreadable side file, record
-    file of another size than the one written) is rebuilt with a warning, never read as truth."""
+    """The side file if it describes these records; None when the cache is to be (re)built: there is
+    none, it was made from other settings, or its record file is not the one written (truncated or
+    replaced: rebuilt with a warning).  Files that are not a cache this tool wrote (a side file that
+    is not its JSON, a record file without a side file, say the original's TFRecord and pickle at the
+    same flags' paths) raise ``FeatureCacheError``: they are the user's, not ours to replace."""
+    import tensorflow as tf
+
     try:
-        side = json.loads(read_text(side_file) or "null")
-    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
-        logging.warning("Feature cache %s is damaged (%s): rebuilding %s.", side_file, e, record_file)
+        text = read_text(side_file)
+    except UnicodeDecodeError as e:  # a pickle, say
+        raise _not_ours(record_file, side_file, f"{side_file} is not UTF-8 text ({e.reason})") from None
+    if text is None:
+        if tf.io.gfile.exists(record_file):
+            raise _not_ours(record_file, side_file, f"{record_file} has no side file {side_file}")
         return None
-    if side is None:
-        return None
-    if not isinstance(side, dict):
-        logging.warning("Feature cache %s is damaged (not a JSON object): rebuilding %s.", side_file, record_file)
-        return None
-    if side.get("key") != key or not isinstance(side.get("num_records"), int):
+    try:
+        side = json.loads(text)
+    except ValueError as e:  # not JSON
+        raise _not_ours(record_file, side_file, f"{side_file} is not JSON ({e})") from None
+    if not isinstance(side, dict) or any(not isinstance(side.get(k), t) for k, t in _SIDE_FIELDS.items()):
+        raise _not_ours(record_file, side_file, f"{side_file} has no cache key, settings and record count")
+    if side["key"] != key or not tf.io.gfile.exists(record_file):
         return None
     size, written = _size(record_file), side.get("record_bytes")
     if written is not None and size != written:
@@ -100,19 +123,21 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key, record_file) if tf.io.gfile.exists(record_file) else None
+    side = _load_side_file(side_file, key, record_file)
     if side is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     tf.io.gfile.makedirs(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
     count = 0
-    with atomic_output(record_file) as tmp, tf.io.TFRecordWriter(tmp) as writer:
-        def write(record: bytes) -> None:
-            nonlocal count
-            writer.write(record)
-            count += 1
+    with atomic_output(record_file) as tmp:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            def write(record: bytes) -> None:
+                nonlocal count
+                writer.write(record)
+                count += 1
 
-        info = dict(build(write))
-    side = {"key": key, "settings": dict(settings), "num_records": count, "record_bytes": _size(record_file),
-            **info}
-    atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
+            info = dict(build(write))
+        side = {"key": key, "settings": dict(settings), "num_records": count, "record_bytes": _size(tmp), **info}
+        # The side file first, the records' rename last: a kill in between leaves our side file beside
+        # an old or no record file (rebuilt next time), never records without a side file.
+        atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
     return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=False)

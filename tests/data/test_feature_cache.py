@@ -5,7 +5,7 @@ import json
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.feature_cache import cached_records
+from albert_tf.data.feature_cache import FeatureCacheError, cached_records
 from albert_tf.data.records import RecordSchema
 
 SCHEMA = RecordSchema("toy", 1, (("x", "int64", None),))
@@ -80,17 +80,60 @@ def test_remote_cache_is_built_reused_and_left_whole(tmp_path):
     assert file_sha256(data) == hashlib.sha256(b"x" * 3000000).hexdigest()
 
 
-@pytest.mark.parametrize("damage", ["truncated_records", "garbage_side_file", "side_file_not_an_object"])
-def test_a_damaged_cache_is_rebuilt_with_a_warning(tmp_path, damage, caplog):
+def test_truncated_records_of_a_cache_are_rebuilt_with_a_warning(tmp_path, caplog):
     path, calls = str(tmp_path / "c.tf_record"), []
     cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
-    if damage == "truncated_records":  # a crash or a full disk while copying it; side file intact
-        with open(path, "r+b") as f:
-            f.truncate(len(open(path, "rb").read()) - 5)
-    else:
-        (tmp_path / "c.tf_record.json").write_text("{not json" if damage == "garbage_side_file" else "[1, 2]")
+    with open(path, "r+b") as f:  # a crash or a full disk while copying it; side file intact
+        f.truncate(len(open(path, "rb").read()) - 5)
     with caplog.at_level("WARNING"):
         again = cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
     assert not again.reused and calls == [1, 1] and _read(path) == [1, 2, 3]
     assert any("rebuilding" in r.getMessage() and "c.tf_record" in r.getMessage() for r in caplog.records)
     assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and calls == [1, 1]
+
+
+THEIRS = {  # (record file bytes or None, side file bytes or None): files at a cache's paths it did not write
+    "records_without_side_file": (b"the original's train.tf_record", None),
+    "original_pickle_as_side_file": (b"the original's eval.tf_record", b"\x80\x04\x95pickled features"),
+    "side_file_not_an_object": (None, b"[1, 2]"),
+    "side_file_without_a_key": (b"records", b'{"version": "v1.1", "data": []}'),  # a SQuAD file, say
+}
+
+
+@pytest.mark.parametrize("kind", sorted(THEIRS))
+def test_files_the_cache_did_not_write_are_refused_and_left_as_they_are(tmp_path, kind):
+    """Never overwritten: the original's feature files passed to the same flags, a data file named as a
+    side file.  One line naming the files; a new cache elsewhere works."""
+    record, side = THEIRS[kind]
+    path, calls = tmp_path / "c.tf_record", []
+    for file, content in ((path, record), (tmp_path / "c.tf_record.json", side)):
+        if content is not None:
+            file.write_bytes(content)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(FeatureCacheError) as err:
+        cached_records(str(path), SCHEMA, {"data": "a"}, _builder(calls))
+    message = str(err.value)
+    assert "\n" not in message and "not overwriting" in message and str(path) in message
+    assert calls == [] and {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_kill_between_side_file_and_records_rebuilds(tmp_path, monkeypatch):
+    """The side file is written before the records are renamed into place: a kill in between leaves
+    the new side file beside the old records, which the next run rebuilds rather than refuses."""
+    import albert_tf.data.feature_cache as feature_cache
+
+    path, calls = str(tmp_path / "c.tf_record"), []
+    cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+
+    def write_then_die(target, text):
+        write(target, text)
+        raise KeyboardInterrupt  # stands in for the kill: nothing after the side file runs
+
+    write = feature_cache.atomic_write_text
+    monkeypatch.setattr(feature_cache, "atomic_write_text", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        cached_records(path, SCHEMA, {"data": "b"}, _builder(calls, (7, 8, 9, 10)))
+    monkeypatch.undo()
+    assert _read(path) == [1, 2, 3]  # the old records, the new side file
+    again = cached_records(path, SCHEMA, {"data": "b"}, _builder(calls, (7, 8, 9, 10)))
+    assert not again.reused and _read(path) == [7, 8, 9, 10] and calls == [1, 1, 1]
