@@ -18,6 +18,8 @@ import tensorflow as tf
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
+from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.training.run_lock import output_dir_lock
 from albert_tf.weights import hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
@@ -175,13 +177,34 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     if target_format == "hf" and kind.hf_architecture is None:
         raise CheckpointError(f"the {kind.description or kind.name} has no counterpart in transformers; "
                               f"--converted_model=encoder converts the encoder alone")
-    if target_format == "hf":
-        written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
-                                     do_lower_case=do_lower_case)
-    else:
-        written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
+    folder = output if target_format == "hf" else os.path.dirname(os.path.abspath(output))
     config_written = None
     if target_format != "hf" and not config_file:
-        config_written = os.path.join(os.path.dirname(os.path.abspath(output)), CONFIG_BESIDE_OUTPUT)
-        config.to_json_file(config_written)
+        config_written = os.path.join(folder, CONFIG_BESIDE_OUTPUT)
+    with output_dir_lock(folder):  # not into a folder a run is writing; created if need be
+        config_text = config.to_json_string() if config_written else None
+        if config_written and read_text(config_written) == config_text:
+            config_written = None  # the same config is there already (another checkpoint of this model)
+        _refuse_to_overwrite(output, target_format, config_written)
+        if target_format == "hf":
+            written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
+                                         do_lower_case=do_lower_case)
+        else:
+            written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
+        if config_written:
+            atomic_write_text(config_written, config_text)
     return Conversion(kind.name, report, written, config_written)
+
+
+def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str]) -> None:
+    """A conversion writes only new files: an existing checkpoint, Hugging Face file or other config at
+    the output is not this job's to replace (it may be the very checkpoint being converted)."""
+    if target_format == "hf":
+        paths = hf.written_files(output)
+    else:
+        paths = [output + ".index"] + tf.io.gfile.glob(output + ".data-*")
+    paths += [config_path] if config_path else []
+    existing = [p for p in paths if tf.io.gfile.exists(p)]
+    if existing:
+        raise CheckpointError(f"{', '.join(existing)} already exist(s): convert_checkpoint.py writes only new files "
+                              f"and replaces none; pass another --converted_checkpoint, or move those away")

@@ -65,6 +65,11 @@ def _join(folder: str, name: str) -> str:
     return posixpath.join(folder, name) if "://" in folder else os.path.join(folder, name)
 
 
+def written_files(folder: str) -> list[str]:
+    """The paths ``save_hf_checkpoint`` may write in ``folder`` (the tokenizer's with a SentencePiece model)."""
+    return [_join(folder, name) for name in (CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, TOKENIZER_CONFIG_FILE)]
+
+
 def is_hf_checkpoint(path: str) -> bool:
     """True for a folder that holds Hugging Face files rather than a TF checkpoint
     (and for weight files named directly: .safetensors, or a refused pickle)."""

@@ -2,6 +2,7 @@
 back with tf.train.load_checkpoint and compared bit for bit with Google's checkpoint."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -77,3 +78,49 @@ def test_encoder_only_conversion_keeps_exactly_the_encoder(converted):
         assert back[name].dtype == value.dtype and np.array_equal(back[name], value), name
     ours = _tensors(out / "encoder" / "tf2" / "model.ckpt")
     assert len([n for n in ours if n != "_CHECKPOINTABLE_OBJECT_GRAPH"]) == len(encoder)
+
+
+def test_a_conversion_replaces_no_file(shared, tmp_path):
+    """Outputs are new files only: converting onto an existing checkpoint (here the input itself) or
+    into a Hugging Face folder's files is refused in one line with everything left as it was; a second
+    checkpoint of the same model beside the first is fine (its albert_config.json is the same); a folder
+    a run is writing is refused by its run lock."""
+    import shutil
+
+    from albert_tf.conversion import convert
+    from albert_tf.training import run_lock
+    from albert_tf.weights.errors import CheckpointError
+
+    folder = tmp_path / "google"
+    shutil.copytree(shared("reference", "albert_tiny_shared"), folder)
+    google, config = str(folder / "model.ckpt"), str(folder / "albert_config.json")
+    hf_folder = str(shared("reference", "hf_albert_tiny_shared"))
+    tf2 = tmp_path / "tf2"
+    first = convert(hf_folder, str(tf2 / "a.ckpt"), "hf_to_tf2")  # brings its config: written beside
+    assert first.config_written == str(tf2 / "albert_config.json")
+    second = convert(hf_folder, str(tf2 / "b.ckpt"), "hf_to_tf2")
+    assert second.config_written is None and (tf2 / "b.ckpt.index").exists()
+
+    def unchanged(*folders):
+        return {str(p): p.read_bytes() for f in folders for p in sorted(f.iterdir())}
+
+    hf_out = tmp_path / "hf"
+    hf_out.mkdir()
+    (hf_out / "config.json").write_text("{}")  # a Hugging Face folder's file
+    before = unchanged(folder, tf2, hf_out)
+    cases = [(str(tf2), str(tf2 / "a.ckpt"), "tf2_to_tf1", f"{tf2 / 'a.ckpt'}.index"),
+             (str(tf2), google, "tf2_to_tf1", f"{google}.index"),  # onto Google's own checkpoint
+             (google, str(hf_out), "tf1_to_hf", str(hf_out / "config.json"))]
+    for source, output, direction, named in cases:
+        with pytest.raises(CheckpointError) as err:
+            convert(source, output, direction, config_file=config)
+        assert "\n" not in str(err.value) and named in str(err.value) and "replaces none" in str(err.value)
+    assert unchanged(folder, tf2, hf_out) == before
+    # A run (here: process 1 of this host, alive) holds the folder's lock.
+    run = tmp_path / "run"
+    run.mkdir()
+    holder = {"host": socket.gethostname(), "pid": 1, "start_ticks": run_lock._process_start_ticks(1)}
+    (run / "run.lock").write_text(json.dumps(holder))
+    with pytest.raises(run_lock.RunLockedError, match="in use by another run"):
+        convert(google, str(run / "model.ckpt"), "tf1_to_tf2", config_file=config)
+    assert sorted(os.listdir(run)) == ["run.lock"]
