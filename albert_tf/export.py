@@ -21,6 +21,7 @@ fine-tune with `--init_checkpoint=<export>`.
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import tempfile
 import uuid
@@ -65,6 +66,27 @@ def check_export_path(export_path: str) -> None:
         raise ValueError(f"--export_path={export_path} holds files that are not an export of this tool "
                          f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); not replacing them: "
                          f"give a new or empty folder")
+
+
+def _export_remotely(module: tf.Module, export_path: str, staged: str, config_dir: str) -> None:
+    """Remote storage (``gs://``) renames no folder: the export is saved whole beside ``export_path``
+    first, so a failed or killed save leaves the previous export as it was; only then is the previous
+    one removed and the new one copied into place, ``saved_model.pb`` last (a copy cut short is not
+    loadable, and ``check_export_path`` names it)."""
+    try:
+        tf.saved_model.save(module, staged, signatures=module.signatures())
+        check_export_path(export_path)  # still an export of ours
+        if tf.io.gfile.exists(export_path):
+            tf.io.gfile.rmtree(export_path)
+        copies = [(posixpath.join(folder, name), posixpath.join(export_path, folder[len(staged):].lstrip("/"), name))
+                  for folder, _, names in tf.io.gfile.walk(staged) for name in names]
+        for src, dst in sorted(copies, key=lambda pair: pair[0].endswith("saved_model.pb")):
+            tf.io.gfile.makedirs(posixpath.dirname(dst))
+            tf.io.gfile.copy(src, dst, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(staged):
+            tf.io.gfile.rmtree(staged)
+        shutil.rmtree(config_dir, ignore_errors=True)
 
 
 def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
@@ -171,16 +193,13 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     config_file = os.path.join(config_dir, CONFIG_ASSET)  # the asset keeps the file's name
     pretrainer.config.to_json_file(config_file)
     module = HubModule(pretrainer, tokenizer, tokenizer_file, do_lower_case, max_seq_length, config_file)
-    if is_remote(export_path):  # no folder rename on remote storage: written in place
-        try:
-            if tf.io.gfile.exists(export_path):
-                tf.io.gfile.rmtree(export_path)
-            tf.saved_model.save(module, export_path, signatures=module.signatures())
-        finally:
-            shutil.rmtree(config_dir, ignore_errors=True)
+    unique = f"{TMP_MARK}{uuid.uuid4().hex}"  # names nobody else's file can have
+    if is_remote(export_path):
+        # Beside it under a name that does not start with its name (listings go by prefix).
+        staged = posixpath.join(posixpath.dirname(export_path), f"{unique}-export-{posixpath.basename(export_path)}")
+        _export_remotely(module, export_path, staged, config_dir)
         return export_path
     export_path = os.path.abspath(export_path)
-    unique = f"{TMP_MARK}{uuid.uuid4().hex}"  # names nobody else's file can have
     tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
     try:
         tf.saved_model.save(module, tmp, signatures=module.signatures())

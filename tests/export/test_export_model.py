@@ -301,3 +301,41 @@ def test_bfloat16_export(exported, tmp_path):
     saved = tf1_name_map(again)
     for name, variable in tf1_name_map(model).items():
         assert np.array_equal(saved[name].numpy(), variable.numpy()), name
+
+
+def test_a_remote_export_keeps_the_previous_one_until_the_new_one_is_whole(exported, monkeypatch):
+    """gs:// renames no folder: the new export is saved beside the old one first. A save that fails
+    (a preemption, a quota) leaves the previous export as it was and nothing else; a save that works
+    replaces it. TensorFlow's ram:// filesystem stands in for a bucket."""
+    import uuid
+
+    import tensorflow as tf
+
+    from albert_tf import export
+
+    _, model, spm = exported
+    bucket = f"ram://exports-{uuid.uuid4().hex}"
+    target = f"{bucket}/hub"
+
+    def tree(path):
+        return {f"{root[len(path):]}/{name}": tf.io.gfile.GFile(f"{root}/{name}", "rb").read()
+                for root, _, names in tf.io.gfile.walk(path) for name in names}
+
+    export.export_hub_module(model, target, spm_model_file=spm, max_seq_length=SEQ)
+    first = tree(target)
+    assert "/saved_model.pb" in first and any(name.startswith("/variables/") for name in first)
+    save = tf.saved_model.save
+
+    def preempted(module, path, signatures=None):
+        save(module, path, signatures=signatures)  # written whole, then the job is stopped
+        raise tf.errors.UnavailableError(None, None, "preempted")
+
+    monkeypatch.setattr(tf.saved_model, "save", preempted)
+    with pytest.raises(tf.errors.UnavailableError):
+        export.export_hub_module(model, target, spm_model_file=spm, max_seq_length=SEQ)
+    monkeypatch.undo()
+    assert tree(target) == first and [e.rstrip("/") for e in tf.io.gfile.listdir(bucket)] == ["hub"]
+    export.export_hub_module(model, target, spm_model_file=spm, max_seq_length=SEQ, serving_precision="bfloat16")
+    second = tree(target)
+    assert sorted(second) == sorted(first) and second["/saved_model.pb"] != first["/saved_model.pb"]
+    assert [e.rstrip("/") for e in tf.io.gfile.listdir(bucket)] == ["hub"]
