@@ -10,8 +10,8 @@ XLNet-style head with a start/end beam and an answer verifier); without it,
 SQuAD 1.1 (run_squad_v1.py: linear start/end head).
 
 Model selection, as the original's: with --do_predict and a predict file that has
-answers, every checkpoint in --output_dir is scored (F1; 2.0: the F1 at the best null
-threshold), the best is kept as model.ckpt-best (best_trial.txt) and the prediction
+answers, every checkpoint in --output_dir is scored (F1; 2.0: original_f1, the original's
+"f1": predictions made again at the best null threshold), the best is kept as model.ckpt-best (best_trial.txt) and the prediction
 files come from it; eval_results.txt has one block per checkpoint (sorted keys,
 "best f1 = ...", a rule) and ends with the best's results and "best perf happened at
 step: N". Without answers, or without checkpoints in --output_dir, the latest
@@ -32,7 +32,11 @@ Differences from the original, on purpose:
   the predicted data; eval_results.txt reports that threshold's scores, and the
   best thresholds on this data only under a comment saying they are tuned on it;
 - features are cached as TFRecords + JSON (no pickle) and rebuilt when the data,
-  the SentencePiece model or a feature setting changes;
+  the SentencePiece model or a feature setting changes; feature-file flags naming
+  files this tool did not write (the original's TFRecord and pickle) are refused;
+- rare answers (README, "SQuAD"): whitespace-only spans skipped, 1.1 questions
+  without a valid n-best span searched over the whole grid, no 1.1 starts inside
+  the question;
 - training runs on albert_tf's loop: --distribution_strategy, --mixed_precision,
   --enable_xla, exact resume from --output_dir.
 """

@@ -219,7 +219,7 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
     return paths
 
 
-TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
+TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh", "original_exact", "original_f1")
 # eval_results.txt: the evaluator's keys in its order (the original's); for 2.0 the
 # thresholds tuned on the evaluated data come last under a comment saying so.
 _TUNED_COMMENT = ("# tuned on this data (optimistic): the best null threshold chosen on the questions it is "
@@ -228,9 +228,9 @@ RESULTS_LAYOUT = ResultsLayout(sort_keys=False, append=False, tuned_keys=TUNED_K
 
 
 def key_metric(version_2: bool) -> str:
-    """What selects model.ckpt-best: F1; for 2.0 the F1 at the best null threshold, which
-    is what the original's 2.0 "f1" was (it re-thresholded at best_f1_thresh first)."""
-    return "best_f1" if version_2 else "f1"
+    """What selects model.ckpt-best, as the original: F1; for 2.0 the original's "f1", which we
+    report as ``original_f1`` (``evaluate_predictions``)."""
+    return "original_f1" if version_2 else "f1"
 
 
 def checkpoint_layout(version_2: bool) -> ResultsLayout:
@@ -258,4 +258,18 @@ def evaluate_predictions(dataset: dict, result: SquadPredictions,
     metrics = evaluate.evaluate(dataset, result.best_non_null, na_probs=result.null_odds,
                                 na_prob_thresh=null_score_diff_threshold, version="2.0")
     metrics["null_score_diff_threshold"] = null_score_diff_threshold
+    metrics.update(original_v2_scores(dataset, result, metrics["best_f1_thresh"]))
     return metrics
+
+
+def original_v2_scores(dataset: dict, result: SquadPredictions, best_f1_thresh: float) -> dict:
+    """What the original run_squad_v2.py reported as "exact" and "f1" (and chose model.ckpt-best by):
+    the predictions made again at ``best_f1_thresh``, answering only where the null score is below it,
+    then scored by the official script at its default na_prob_thresh of 1.0.  Not ``best_f1``: the
+    question whose null score sets the threshold is answered there and left unanswered here."""
+    from albert_tf.squad import evaluate
+
+    remade = {qid: "" if result.null_odds[qid] >= best_f1_thresh else text
+              for qid, text in result.best_non_null.items()}
+    scores = evaluate.evaluate(dataset, remade, na_probs=result.null_odds, na_prob_thresh=1.0, version="2.0")
+    return {"original_exact": scores["exact"], "original_f1": scores["f1"]}

@@ -7,7 +7,7 @@
   answer verifier); the loss is the original's batch mean.
 - Outputs: the head's raw outputs per feature; the outputs step is the n-best
   post-processing (``squad.postprocess``), which turns them into answers per question.
-- Metrics: the official scripts' exact match and F1 (``best_f1`` selects for 2.0).
+- Metrics: the official scripts' exact match and F1 (``original_f1``, the original's 2.0 F1, selects for 2.0).
 - Files: predictions.json, nbest_predictions.json, null_odds.json (2.0); with answers,
   eval_results.txt: one block per scored checkpoint and the original's closing block
   ("best perf happened at step: N") when the checkpoints were scored, else the one

@@ -111,3 +111,34 @@ def test_v2_without_valid_candidates_predicts_null():
                                   np.array([-0.1]), np.array([2]), -3.0)
     out = postprocess.predict_v2([example], [meta], {meta.unique_id: bad})
     assert out.predictions == {"toy": ""} and out.null_odds == {"toy": -3.0}
+
+
+def _v2_dataset(questions):
+    qas = [{"id": qid, "question": "?", "is_impossible": not gold,
+            "answers": [{"text": gold, "answer_start": 0}] if gold else []} for qid, gold in questions]
+    return {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Denver won it.", "qas": qas}]}]}
+
+
+@pytest.mark.parametrize("case", ["threshold_question_left_unanswered", "null_scores_above_1_are_no_answers"])
+def test_the_original_v2_f1_remakes_predictions_at_the_best_threshold(case):
+    """original_exact / original_f1 are what run_squad_v2.py reported as exact / f1 (worked by hand from
+    its evaluate_v2: answer where the null score is < best_f1_thresh, then the official script at
+    na_prob_thresh 1.0), which selects model.ckpt-best; best_f1 can differ."""
+    if case == "threshold_question_left_unanswered":
+        # q1 answerable, answered right, null score -1; q2 unanswerable, answered "x", null score 0.5.
+        # The sweep's best is to answer q1 only: best_f1 = 100 at threshold -1. The original then
+        # answers where the null score is below -1: nowhere; q1 scores 0, q2 1.
+        golds, answers, null = [("q1", "Denver"), ("q2", None)], {"q1": "Denver", "q2": "x"}, {"q1": -1.0, "q2": 0.5}
+        best_f1, thresh, original = 100.0, -1.0, 50.0
+    else:
+        # Three answerable questions answered right, null scores 1.5, 2, 3: answering all is best
+        # (threshold 3). Remade at 3, q1 and q2 are answered; then null scores above 1.0 count as
+        # no-answer in the official script: both score 0, and q3 is unanswered (3 >= 3): all 0.
+        golds = [("q1", "Denver"), ("q2", "Denver"), ("q3", "Denver")]
+        answers, null = {q: "Denver" for q, _ in golds}, {"q1": 1.5, "q2": 2.0, "q3": 3.0}
+        best_f1, thresh, original = 100.0, 3.0, 0.0
+    result = postprocess.SquadPredictions(predictions={}, nbest={}, null_odds=null, best_non_null=answers)
+    metrics = postprocess.evaluate_predictions(_v2_dataset(golds), result, 0.0)
+    assert (metrics["best_f1"], metrics["best_f1_thresh"]) == (best_f1, thresh)
+    assert metrics["original_f1"] == metrics["original_exact"] == original
+    assert postprocess.key_metric(True) == "original_f1" and postprocess.key_metric(False) == "f1"

@@ -119,18 +119,18 @@ def test_v2_train_and_predict(common, shared, tmp_path):
     nbest = json.loads((out_dir / "nbest_predictions.json").read_text())
     for qid, text in predictions.items():
         assert text == ("" if null_odds[qid] > 0.0 else nbest[qid][0]["text"])
-    # Each checkpoint's block: the tuned thresholds under their comment; the best by best_f1.
+    # Each checkpoint's block: the tuned thresholds under their comment; the best by original_f1.
     results = (out_dir / "eval_results.txt").read_text()
     first = results.split("=" * 50 + "\n")[0]
     head, tuned = first.split("# tuned on this data")
     assert "HasAns_exact = " in head and "null_score_diff_threshold = 0.0" in head
-    assert "best_f1_thresh = " in tuned and "\nbest_f1 = " not in head and "best best_f1 = " in tuned
+    assert "best_f1_thresh = " in tuned and "\nbest_f1 = " not in head and "best original_f1 = " in tuned
     assert "best perf happened at step: " in results and (out_dir / "model.ckpt-best.index").exists()
 
 
 def _small_dev(shared, tmp_path, version_2: bool) -> pathlib.Path:
     """About 60 questions of a shipped dev file (for 2.0 mostly answerable ones, so that answering
-    beats the all-null baseline that would tie every model's best_f1)."""
+    beats the all-null baseline that would tie every model's original_f1)."""
     name = "dev-v2.0.first5articles.json" if version_2 else "dev-v1.1.Super_Bowl_50.json"
     dev = json.loads(shared("data", "squad", name).read_text())
     paragraphs = []
@@ -142,10 +142,10 @@ def _small_dev(shared, tmp_path, version_2: bool) -> pathlib.Path:
     return path
 
 
-@pytest.mark.parametrize("version_2", [False, True], ids=["v1_by_f1", "v2_by_best_f1"])
+@pytest.mark.parametrize("version_2", [False, True], ids=["v1_by_f1", "v2_by_original_f1"])
 def test_best_checkpoint_is_the_best_scored_one_not_the_latest(common, shared, tmp_path, version_2):
     """Three checkpoints whose best is the middle one: model.ckpt-best holds that step's weights
-    (not the latest's), chosen by f1 (1.1) or best_f1 (2.0, the tuned-threshold F1)."""
+    (not the latest's), chosen by f1 (1.1) or original_f1 (2.0, the original's re-thresholded F1)."""
     import numpy as np
 
     from albert_tf import AlbertConfig
@@ -153,7 +153,7 @@ def test_best_checkpoint_is_the_best_scored_one_not_the_latest(common, shared, t
     from albert_tf.squad.heads import build_squad_model
     from albert_tf.weights import save_model_checkpoint
 
-    key = "best_f1" if version_2 else "f1"
+    key = "original_f1" if version_2 else "f1"
     models = []
     for seed in (1, 2, 3):  # three different random models
         keras.utils.set_random_seed(seed)
