@@ -68,7 +68,8 @@ flags.DEFINE_string("positive_label", None, "The label F1 and Matthews correlati
 flags.DEFINE_string("export_dir", None, "If set, export a SavedModel (serialized tf.Example and raw-text "
                     "signatures) of the best (else latest) checkpoint under this directory.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on the positive class's "
-                   "probability, served with the exported model's predictions (binary tasks only).")
+                   "probability, exported as `threshold` with `thresholded_predictions` beside the "
+                   "argmax `predictions` (binary tasks only).")
 define_serving_precision_flag()
 
 REQUIRED = ("task_name", "output_dir", "albert_config_file")

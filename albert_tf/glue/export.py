@@ -16,8 +16,10 @@ Outputs, classification: `probabilities` [B, num_labels] float32, `predictions`
 [B] int32 class ids, `labels` [B] tf.string (the task's label strings). STS-B:
 `score` [B] float32 (and `predictions`, the same score). With a decision threshold
 (`--threshold_to_export`, binary tasks only) the outputs add the scalar `threshold`
-(as the original attaches it) and `predictions` is the positive class (`TaskSpec.positive_id`, class
-1 unless --positive_label says otherwise) where its probability is >= threshold, else the other class.
+(as the original attaches it), `thresholded_predictions` and `thresholded_labels`: the positive class
+(`TaskSpec.positive_id`, class 1 unless --positive_label says otherwise) where its probability is
+>= threshold, else the other class. `predictions` and `labels` stay the most probable class, as the
+original's `predictions` (and `submit_results.tsv`).
 
 `--serving_precision=bfloat16` exports a graph whose matmuls run in bf16 (outputs float32);
 the default is float32 whatever the training's `--mixed_precision`.
@@ -86,13 +88,13 @@ class ClassifierServing(tf.Module):
             return {"score": score, "predictions": score}
         probabilities = tf.cast(out["probabilities"], tf.float32)
         predictions = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        result = {"probabilities": probabilities}
-        if self.threshold is not None:
+        result = {"probabilities": probabilities, "predictions": predictions,
+                  "labels": tf.gather(self.label_strings, predictions)}
+        if self.threshold is not None:  # added beside the original's outputs, which keep their meaning
             positive = probabilities[:, self.positive_id] >= self.threshold
-            predictions = tf.where(positive, self.positive_id, 1 - self.positive_id)
-            result["threshold"] = self.threshold
-        result["predictions"] = predictions
-        result["labels"] = tf.gather(self.label_strings, predictions)
+            decided = tf.where(positive, self.positive_id, 1 - self.positive_id)
+            result.update(threshold=self.threshold, thresholded_predictions=decided,
+                          thresholded_labels=tf.gather(self.label_strings, decided))
         return result
 
     def serve_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:

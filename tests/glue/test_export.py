@@ -89,7 +89,8 @@ def test_threshold_only_for_binary_tasks():
 
 @pytest.mark.parametrize("positive", [None, "0"])
 def test_threshold_is_on_the_positive_class(shared, positive):
-    """With --positive_label, the served decision is that class where its probability reaches the threshold."""
+    """With --positive_label, the thresholded decision is that class where its probability reaches the
+    threshold; `predictions` stays the argmax, as the original's."""
     import dataclasses
 
     from albert_tf.tokenization import TFTokenizer
@@ -110,8 +111,11 @@ def test_threshold_is_on_the_positive_class(shared, positive):
     got = serving.serve_text(tf.constant([e.text_a for e in EXAMPLES]), tf.constant([e.text_b for e in EXAMPLES]))
     np.testing.assert_allclose(got["probabilities"].numpy(), probabilities, atol=1e-6)
     want = np.where(probabilities[:, positive_id] >= threshold, positive_id, 1 - positive_id)
-    assert got["predictions"].numpy().tolist() == want.tolist()
+    assert got["thresholded_predictions"].numpy().tolist() == want.tolist()
+    assert got["thresholded_labels"].numpy().tolist() == [spec.labels[i].encode() for i in want]
     assert sorted(set(want.tolist())) == [0, 1]  # both decisions occur
+    # The original's outputs keep their meaning: the most probable class.
+    assert got["predictions"].numpy().tolist() == np.argmax(probabilities, axis=-1).tolist()
 
 
 def test_export_to_remote_storage_writes_one_version_folder():

@@ -111,7 +111,9 @@ def test_mrpc_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     np.testing.assert_allclose(by_example["probabilities"].numpy(), probs, atol=1e-5)
     np.testing.assert_allclose(by_text["probabilities"].numpy(), probs, atol=1e-5)
     assert float(by_example["threshold"]) == pytest.approx(0.3)
-    np.testing.assert_array_equal(by_text["predictions"].numpy(), (probs[:, 1] >= 0.3).astype(np.int32))
+    np.testing.assert_array_equal(by_text["thresholded_predictions"].numpy(), (probs[:, 1] >= 0.3).astype(np.int32))
+    served = by_example["probabilities"].numpy()  # the original's predictions: the most probable class
+    np.testing.assert_array_equal(by_example["predictions"].numpy(), np.argmax(served, axis=1))
 
     # --serving_precision=bfloat16, exporting the best checkpoint without training: matmuls in
     # bf16 in the saved graph, probabilities within bf16's rounding of the float32 model's.
