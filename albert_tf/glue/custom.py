@@ -41,6 +41,11 @@ KEY_METRICS = {"accuracy": "eval_accuracy", "f1": "f1", "matthews": "matthew_cor
 POSITIVE_NAMES = ("1", "true", "yes", "pos", "positive")
 NEGATION_PREFIXES = ("not_", "not-", "not ", "non_", "non-", "non")
 
+# In the feature caches' key: features cached by an older reader are rebuilt, not reused. 2: TSV rows
+# split on tabs as the original's GLUE reader (1 read them with CSV quote rules). Bump on any change
+# to how rows are read.
+READER_VERSION = 2
+
 
 def file_format(path: str, given: str | None = None) -> str:
     if given:
@@ -119,7 +124,7 @@ class CustomProcessor(GlueProcessor):
 
     def cache_settings(self) -> dict[str, Any]:
         return {"text_columns": list(self.text_columns), "label_column": self.label_column,
-                "labels": list(self.spec.labels or []), "formats": self.formats}
+                "labels": list(self.spec.labels or []), "formats": self.formats, "reader": READER_VERSION}
 
     def iter_examples(self, data_dir: str | os.PathLike, split: str) -> Iterator[InputExample]:
         path = self.data_file(data_dir, split)

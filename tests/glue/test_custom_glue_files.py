@@ -64,6 +64,28 @@ def test_tsv_quotes_are_characters_and_an_unbalanced_one_merges_nothing(tmp_path
         ('"Great" movie', "pos"), ('"good movie', "pos"), ("bad", "neg"), ("fine", "pos"), ("awful", "neg")]
 
 
+def test_features_cached_by_the_quote_rule_reader_are_not_reused(tmp_path, spm_model, monkeypatch):
+    """The cache key carries the reader's version: a TSV cached by reader 1 (CSV quote rules, which
+    stripped the quotes above) is built again by today's reader, not read back."""
+    from albert_tf.glue import features
+    from albert_tf.tokenization import FullTokenizer
+
+    path = tmp_path / "train.tsv"
+    path.write_text('text\tlabel\n"Great" movie\tpos\nbad\tneg\n', encoding="utf-8")
+    reader = custom.CustomProcessor({"train": str(path)}, ["text"], "label", ("neg", "pos"))
+    tokenizer = FullTokenizer(spm_model_file=str(spm_model))
+
+    def cache():
+        return features.cached_features(reader, "", "train", tmp_path / "cache", tokenizer, "spm", 16)
+
+    monkeypatch.setattr(custom, "READER_VERSION", 1)
+    old = cache()
+    monkeypatch.undo()
+    new = cache()
+    assert not new.reused and new.record_file != old.record_file and new.side["settings"]["reader"] == 2
+    assert cache().reused
+
+
 @pytest.mark.parametrize("name,content,message", [
     ("extra.tsv", "text\tlabel\nfine\tpos\nsome\ttext\tneg\n",
      ":3: expected 2 fields (text, label), found 3 tab-separated (a TSV has no quoting): ['some', 'text', 'neg']"),
