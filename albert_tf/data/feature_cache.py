@@ -4,14 +4,15 @@
 any new task): the record file, its schema and sizes (so datasets, padding rows and
 parsing come from the schema, ``data.datasets``), the record count and the side file.
 
-Used by every fine-tuning task: a record file plus a JSON side file
-written before the records are renamed into place, both through a temporary name and a rename
-(``albert_tf.fileio``), so a crash leaves the old cache or none, never a half one. Files at a
-cache's paths that it did not write (no side file, or not its JSON) are refused, never replaced. The side file holds the cache
-key, the settings it was made from (``settings``) and what the builder reports
-(counts, statistics, per-feature metadata for post-processing; no pickle). The key
-hashes the settings together with the record schema's name and version, so a changed
-data file (callers put its ``file_sha256``), tokenizer, length or format rebuilds.
+Used by every fine-tuning task: a record file plus a JSON side file written before the
+records are renamed into place, both through a temporary name and a rename
+(``albert_tf.fileio``), so a crash leaves the old cache or none, never a half one. Files at
+a cache's paths that it did not write (no side file, or not its JSON) are refused, never
+replaced. The side file holds the cache key, the settings it was made from (``settings``)
+and what the builder reports (counts, statistics, per-feature metadata for post-processing;
+no pickle). The key hashes the settings together with the record schema's name and version,
+so a changed data file (callers put its ``file_sha256``), tokenizer, length or format
+rebuilds.
 """
 from __future__ import annotations
 

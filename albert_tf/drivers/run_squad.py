@@ -10,12 +10,13 @@ XLNet-style head with a start/end beam and an answer verifier); without it,
 SQuAD 1.1 (run_squad_v1.py: linear start/end head).
 
 Model selection, as the original's: with --do_predict and a predict file that has
-answers, every checkpoint in --output_dir is scored (F1; 2.0: original_f1, the original's
-"f1": predictions made again at the best null threshold), the best is kept as model.ckpt-best (best_trial.txt) and the prediction
-files come from it; eval_results.txt has one block per checkpoint (sorted keys,
-"best f1 = ...", a rule) and ends with the best's results and "best perf happened at
-step: N". Without answers, or without checkpoints in --output_dir, the latest
-checkpoint (else --init_checkpoint) answers once.
+answers, every checkpoint in --output_dir is scored (F1; 2.0: original_f1, the
+original's "f1": predictions made again at the best null threshold), the best is kept
+as model.ckpt-best (best_trial.txt) and the prediction files come from it;
+eval_results.txt has one block per checkpoint (sorted keys, "best f1 = ...", 2.0:
+"best original_f1 = ...", a rule) and ends with the best's results and "best perf
+happened at step: N". Without answers, or without checkpoints in --output_dir, the
+latest checkpoint (else --init_checkpoint) answers once.
 
 --export_dir (1.1, as run_squad_v1.py): <export_dir>/saved_model/<time>/ (int32
 input_ids, input_mask, segment_ids [1, max_seq_length] -> start_logits, end_logits)
