@@ -67,7 +67,6 @@ class BestCheckpointKeeper:
         atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
         return better
 
-
     def _copy_to_best(self, checkpoint_path: str) -> None:
         """A full disk while copying is one line; the previous best stays whole (``files.copy_checkpoint``)."""
         try:
