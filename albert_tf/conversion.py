@@ -20,7 +20,7 @@ import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
 from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.training.run_lock import output_dir_lock
-from albert_tf.weights import hf, kinds
+from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 from albert_tf.weights.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
@@ -202,7 +202,7 @@ def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[
     if target_format == "hf":
         paths = hf.written_files(output)
     else:
-        paths = [output + ".index"] + tf.io.gfile.glob(output + ".data-*")
+        paths = [output + ".index"] + files.files_extending(output, ".data-*")
     paths += [config_path] if config_path else []
     existing = [p for p in paths if tf.io.gfile.exists(p)]
     if existing:

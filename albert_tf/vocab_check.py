@@ -52,7 +52,7 @@ def _summaries_by_output(input_files: Sequence[str]) -> dict[str, tuple[str, dic
     """{output file: (summary path, summary)} for create_pretraining_data summaries beside the inputs."""
     found: dict[str, tuple[str, dict]] = {}
     for folder in sorted({os.path.dirname(os.path.abspath(f)) for f in input_files}):
-        for path in sorted(glob.glob(os.path.join(folder, "*.summary.json"))):
+        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.summary.json"))):
             try:
                 with open(path, encoding="utf-8") as f:
                     summary = json.load(f)

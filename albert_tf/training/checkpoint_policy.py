@@ -155,7 +155,7 @@ class CheckpointPolicy:
             return reason
         # Input states are saved before the model: any file of one says a worker saved its part,
         # and any readable one how many workers did (a checkpoint with none fast-forwards instead).
-        found = {int(m.group(1)) for f in tf.io.gfile.glob(input_state_prefix(prefix, "*") + ".*")
+        found = {int(m.group(1)) for f in files.files_extending(prefix, ".input-*.*")
                  if (m := re.search(r"\.input-(\d+)\.", f[len(prefix):]))}
         damages = {i: files.checkpoint_damage(input_state_prefix(prefix, i)) for i in sorted(found)}
         workers = max([max(found, default=-1) + 1,
@@ -265,7 +265,8 @@ class CheckpointPolicy:
         if keep <= 0:
             return
         suffix = f".input-{self.worker.worker_index}.index"
-        pattern = os.path.join(self.output_dir, f"{files.CHECKPOINT_BASENAME}-*{suffix}")
-        indexes = sorted(tf.io.gfile.glob(pattern), key=lambda f: files.step_of(f[: -len(suffix)]) or 0)
+        prefix = os.path.join(self.output_dir, files.CHECKPOINT_BASENAME)
+        indexes = sorted(files.files_extending(prefix, f"-*{suffix}"),
+                         key=lambda f: files.step_of(f[: -len(suffix)]) or 0)
         for index in indexes[:-keep]:
             files.delete_checkpoint(index[: -len(".index")])  # the chief's pruning may remove them meanwhile

@@ -15,6 +15,8 @@ through here; what a run saves and keeps is the policy's business.
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
 import re
 import uuid
@@ -39,10 +41,26 @@ def step_of(checkpoint_path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def names_in(folder: str) -> list[str]:
+    """The names in ``folder`` (local or remote), none when it does not exist."""
+    try:
+        return [name.rstrip("/") for name in tf.io.gfile.listdir(folder or ".")]
+    except tf.errors.NotFoundError:
+        return []
+
+
+def files_extending(prefix: str, name_pattern: str) -> list[str]:
+    """The files named ``<prefix's name><name_pattern>`` (an fnmatch pattern) in the prefix's folder.
+    The prefix is taken literally: with tf.io.gfile.glob a folder like ``runs/exp[1]`` is a pattern
+    that matches ``runs/exp1``, and its cleanup would delete that folder's files."""
+    folder, base = os.path.split(prefix)
+    pattern = glob.escape(base) + name_pattern
+    return sorted(os.path.join(folder, name) for name in names_in(folder) if fnmatch.fnmatchcase(name, pattern))
+
+
 def _files_of(prefix: str) -> list[str]:
     """The files of one checkpoint prefix (its index and data shards, nothing else)."""
-    files = tf.io.gfile.glob(prefix + ".data-*") + tf.io.gfile.glob(prefix + ".index")
-    return sorted(files)
+    return files_extending(prefix, ".data-*") + files_extending(prefix, ".index")
 
 
 def _remove_quietly(paths: list[str]) -> None:
@@ -104,7 +122,7 @@ def checkpoint_damage(prefix: str) -> str | None:
         names = sorted(dtypes)
     except _READ_ERRORS as e:
         return f"{index} is damaged ({_short(e)})"
-    shards = tf.io.gfile.glob(prefix + ".data-*")
+    shards = files_extending(prefix, ".data-*")
     match = re.search(r"-of-(\d+)$", shards[0]) if shards else None
     if names and match:
         count = int(match.group(1))
@@ -133,7 +151,7 @@ def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
         write(tmp_prefix)
         _move_checkpoint_files(tmp_prefix, prefix)
     finally:
-        for leftover in tf.io.gfile.glob(tmp_prefix + "*"):  # also TensorFlow's own <prefix>_temp folder
+        for leftover in files_extending(tmp_prefix, "*"):  # also TensorFlow's own <prefix>_temp folder
             if tf.io.gfile.isdir(leftover):
                 tf.io.gfile.rmtree(leftover)
             else:
@@ -250,20 +268,37 @@ def delete_checkpoint(prefix: str) -> None:
     """Deletes a checkpoint and the files that extend its prefix (never ``model.ckpt-best``)."""
     if prefix.endswith(BEST_BASENAME):
         return
-    for f in tf.io.gfile.glob(prefix + ".*"):
+    for f in files_extending(prefix, ".*"):
         try:
             tf.io.gfile.remove(f)
         except tf.errors.NotFoundError:
             pass  # removed meanwhile by another worker pruning its input positions
 
 
+# The names this package's writers give temporary files in a run folder. Only these are a crashed
+# save's leftovers: another tool's work in progress there (create_pretraining_data's work folder, an
+# export being staged) or a user's file with ".tmp-" in its name is not.
+_MARK = re.escape(TMP_MARK)
+_STALE_TEMPORARIES = [re.compile(pattern) for pattern in (
+    rf"{_MARK}[0-9a-f]{{32}}-{re.escape(CHECKPOINT_BASENAME)}.*",  # write_prefix_atomically, TF's _temp folder
+    rf".+{_MARK}[0-9a-f]{{32}}",  # staged checkpoint copies; fileio's remote writes
+    rf".+{_MARK}[a-z0-9_]{{8}}\.tmp",  # fileio.atomic_output (mkstemp's 8 random characters)
+    rf"{_MARK}worker\d+",  # checkpoint_policy's per-worker scratch folder
+    rf"{_MARK}\d+-\d+",  # fileio.new_version_folder (an export's version folder being written)
+)]
+
+
 def remove_stale_temporaries(output_dir: str) -> None:
-    """Deletes leftovers of saves interrupted by a crash (temporary prefixes and files)."""
-    for f in tf.io.gfile.glob(os.path.join(output_dir, f"*{TMP_MARK}*")):
-        if tf.io.gfile.isdir(f):
-            tf.io.gfile.rmtree(f)
+    """Deletes leftovers of saves interrupted by a crash: files and folders named as this package
+    names its temporaries (``_STALE_TEMPORARIES``), nothing else."""
+    for name in names_in(output_dir):
+        if not any(pattern.fullmatch(name) for pattern in _STALE_TEMPORARIES):
+            continue
+        path = os.path.join(output_dir, name)
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
         else:
-            tf.io.gfile.remove(f)
+            tf.io.gfile.remove(path)
 
 
 def copy_checkpoint(src_prefix: str, dst_prefix: str) -> None:

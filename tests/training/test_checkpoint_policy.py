@@ -67,7 +67,7 @@ def test_interrupted_save_leaves_the_previous_checkpoint_loadable(tmp_path, monk
     restored.read(latest).assert_consumed()
     assert restored.w.numpy().tolist() == [1.0, 1.0]
     assert not list(tmp_path.glob("*.tmp-*"))  # a failed write removes its temporaries ...
-    (tmp_path / ".tmp-0123-model.ckpt-3.index").write_text("x")  # ... a killed process cannot
+    (tmp_path / f".tmp-{'0' * 32}-model.ckpt-3.index").write_text("x")  # ... a killed process cannot
     files.remove_stale_temporaries(str(tmp_path))
     assert not list(tmp_path.glob("*.tmp-*"))  # ... and the next run removes what it left
 

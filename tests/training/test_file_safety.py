@@ -149,3 +149,45 @@ def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
     assert _mode(tmp_path / "checkpoint") == want
     for f in tmp_path.glob(os.path.basename(prefix) + ".*"):  # TensorFlow's own files: the same mode
         assert _mode(f) == want, f
+
+
+def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
+    """``--output_dir=runs/exp[1]`` beside ``runs/exp1``: as a glob pattern the first matches the second.
+    Start-up cleanup, saves, retention and the damage check of the ``exp[1]`` run must see only its own
+    files: ``exp1``'s checkpoints and save in progress stay, and ``exp[1]`` saves and resumes."""
+    other, out = tmp_path / "exp1", tmp_path / "exp[1]"
+    for step in (10, 20):
+        _save(other, step)
+    in_progress = other / f".tmp-{'a' * 32}-model.ckpt-30.index"  # exp1's own save, being written
+    in_progress.write_text("x")
+    before = sorted(p.name for p in other.iterdir())
+    out.mkdir()
+    policy = CheckpointPolicy(str(out), 10, 1, WorkerInfo(1, 0, True))
+    assert policy.latest() is None  # exp1's checkpoints are not this run's
+    for step in (10, 20):
+        policy.save(step, tf.train.Checkpoint(w=tf.Variable([float(step)] * 4),
+                                               global_step=tf.Variable(step, dtype=tf.int64)))
+    assert sorted(p.name for p in other.iterdir()) == before
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint", "model.ckpt-20.data-00000-of-00001",
+                                                     "model.ckpt-20.index"]
+    assert files.checkpoint_damage(str(out / "model.ckpt-20")) is None
+    assert CheckpointPolicy(str(out), 10, 1, WorkerInfo(1, 0, True)).latest() == str(out / "model.ckpt-20")
+    assert sorted(p.name for p in other.iterdir()) == before
+
+
+def test_start_up_cleanup_removes_only_the_temporaries_this_package_names(tmp_path):
+    """What a killed save leaves goes; a user's file with ".tmp-" in its name, create_pretraining_data's
+    work folder and an export being staged in the run folder stay."""
+    ours = [f".tmp-{'0' * 32}-model.ckpt-7.index", f".tmp-{'1' * 32}-model.ckpt-7_temp/",
+            f"model.ckpt-best.index.tmp-{'2' * 32}", "checkpoint.tmp-k3_9zq1a.tmp", ".tmp-worker1/"]
+    others = ["notes.tmp-draft", "train.tfrecord.tmp-k3_9zq1a/", f"hub.tmp-{'3' * 32}-export/",
+              f".tmp-{'4' * 32}-export-hub/", "train.tfrecord.tmp.4242"]
+    for name in ours + others:
+        path = tmp_path / name.rstrip("/")
+        if name.endswith("/"):
+            path.mkdir()
+            (path / "part").write_text("x")
+        else:
+            path.write_text("x")
+    files.remove_stale_temporaries(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(name.rstrip("/") for name in others)
