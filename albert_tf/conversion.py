@@ -19,7 +19,7 @@ import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
 from albert_tf.fileio import atomic_write_text, read_text
-from albert_tf.training.run_lock import output_dir_lock
+from albert_tf.run_lock import output_dir_lock
 from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError

@@ -199,6 +199,17 @@ def open_text(path: str | os.PathLike, encoding: str = "utf-8", newline: str | N
         return io.TextIOWrapper(io.BytesIO(f.read()), encoding=encoding, newline=newline)
 
 
+def remove_file(path: str | os.PathLike) -> None:
+    """Removes a local or remote file."""
+    path = os.fspath(path)
+    if is_remote(path):
+        import tensorflow as tf
+
+        tf.io.gfile.remove(path)
+    else:
+        os.remove(path)
+
+
 def read_text(path: str | os.PathLike) -> str | None:
     """The UTF-8 text of `path` (local or remote), None when it does not exist."""
     path = os.fspath(path)

@@ -148,7 +148,7 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
     from albert_tf.training.distribution import worker_info
-    from albert_tf.training.run_lock import output_dir_lock
+    from albert_tf.run_lock import output_dir_lock
 
     require_flags(f, "output_dir")
     strategy = strategy_from_flags(f)

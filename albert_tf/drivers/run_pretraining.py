@@ -60,7 +60,7 @@ def main(argv) -> int:
     from albert_tf.vocab_check import check_pretraining_data
     from albert_tf.fileio import absolute
     from albert_tf.training.distribution import worker_info
-    from albert_tf.training.run_lock import output_dir_lock
+    from albert_tf.run_lock import output_dir_lock
 
     require_flags(FLAGS, *REQUIRED)
     _check_flags()

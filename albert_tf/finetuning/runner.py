@@ -36,7 +36,7 @@ from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE
-from albert_tf.training.run_lock import output_dir_lock
+from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
 from albert_tf.weights import files, fine_tuning_init, load_checkpoint

@@ -43,6 +43,7 @@ from albert_tf.pretraining_data.config import (
     default_summary_file,
     validate,
 )
+from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked
 from albert_tf.pretraining_data.summary import build_summary, write_summary_json
 
 # Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
@@ -192,37 +193,36 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
     max_int = max(tokenizer.vocab_size, config.options.max_seq_length)
     record_bytes = ExampleSerializer(config.options.max_seq_length, config.options.num_masked_slots,
                                      max_int).max_record_bytes()
-    for path in config.output_files:
-        if not bio.is_remote(path):
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    start = time.monotonic()
-    temp_dir = bio.make_temp_dir(config.output_files[0], config.tmp_dir)
-    try:
-        pipeline = beam.Pipeline(options=options)
-        _build(pipeline, config, sizes, temp_dir, token_typecode(tokenizer.vocab_size), max_int, record_bytes)
-        state = _run_quietly(pipeline)
-        if str(state) not in ("DONE", "PipelineState.DONE"):
-            raise RuntimeError(f"the Beam pipeline ended in state {state}")
-        with FileSystems.open(f"{temp_dir}/report.json", compression_type=bio.RAW) as f:
-            report = json.loads(f.read().decode())
-        if report["shards"] != list(range(len(config.output_files))):
-            raise RuntimeError(f"the pipeline wrote shards {report['shards']} of {len(config.output_files)}")
-        FileSystems.rename([st.temp_output(temp_dir, j) for j in range(len(config.output_files))],
-                           list(config.output_files))
-    finally:
-        bio.remove_tree(temp_dir)
-    facts, counters = st.corpus_facts(tuple(report["facts"]))
-    stats = InstanceStats(**report["stats"])
-    for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
-        setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
-    shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
-    summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
-    summary["settings"]["runner"] = "beam"
-    summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
-    if bio.is_remote(summary_file):
-        bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
-    else:
-        write_summary_json(summary_file, summary)
-    summary["summary_file"] = summary_file
-    return summary
+    check_outputs(config, "beam")
+    with outputs_locked(config):  # local outputs (remote storage has no atomic create to lock with)
+        start = time.monotonic()
+        temp_dir = bio.make_temp_dir(config.output_files[0], config.tmp_dir)
+        try:
+            pipeline = beam.Pipeline(options=options)
+            _build(pipeline, config, sizes, temp_dir, token_typecode(tokenizer.vocab_size), max_int, record_bytes)
+            state = _run_quietly(pipeline)
+            if str(state) not in ("DONE", "PipelineState.DONE"):
+                raise RuntimeError(f"the Beam pipeline ended in state {state}")
+            with FileSystems.open(f"{temp_dir}/report.json", compression_type=bio.RAW) as f:
+                report = json.loads(f.read().decode())
+            if report["shards"] != list(range(len(config.output_files))):
+                raise RuntimeError(f"the pipeline wrote shards {report['shards']} of {len(config.output_files)}")
+            FileSystems.rename([st.temp_output(temp_dir, j) for j in range(len(config.output_files))],
+                               list(config.output_files))
+        finally:
+            bio.remove_tree(temp_dir)
+        facts, counters = st.corpus_facts(tuple(report["facts"]))
+        stats = InstanceStats(**report["stats"])
+        for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
+            setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
+        shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
+        summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
+        summary["settings"]["runner"] = "beam"
+        summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
+        if bio.is_remote(summary_file):
+            bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
+        else:
+            write_summary_json(summary_file, summary)
+        summary["summary_file"] = summary_file
+        return summary
 

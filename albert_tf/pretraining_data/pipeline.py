@@ -46,6 +46,7 @@ import resource
 import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from albert_tf.pretraining_data.document_store import (
@@ -65,6 +66,8 @@ from albert_tf.pretraining_data.config import (  # noqa: F401  (the tool's API, 
 )
 from albert_tf.pretraining_data.features import ExampleSerializer
 from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.outputs import (check_outputs, outputs_locked, part_name, summary_path,
+                                                work_dir_parent, work_dir_prefix)
 from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, iter_blocks
 from albert_tf.pretraining_data.summary import Progress, build_summary, write_summary_json
 from albert_tf.pretraining_data.workers import (  # noqa: F401  (document_seed: re-exported)
@@ -230,21 +233,27 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
 def _create_pretraining_data(config: PipelineConfig) -> dict:
     validate(config)
     tokenizer = check_tokenizer(config)
+    check_outputs(config, "local")
+    with outputs_locked(config):
+        return _write_pretraining_data(config, tokenizer)
+
+
+def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
     vocab = {"vocab_size": tokenizer.vocab_size,
              "vocab_type": "sentencepiece" if tokenizer.sp_model is not None else "wordpiece"}
     start = time.monotonic()
-    for path in config.output_files:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp_parent = config.tmp_dir or os.path.dirname(os.path.abspath(config.output_files[0]))
+    tmp_parent = work_dir_parent(config)
     os.makedirs(tmp_parent, exist_ok=True)
-    work_dir = tempfile.mkdtemp(prefix=os.path.basename(config.output_files[0]) + ".tmp-", dir=tmp_parent)
-    temp_files = [f"{path}.tmp.{os.getpid()}" for path in config.output_files]
+    work_dir = tempfile.mkdtemp(prefix=work_dir_prefix(config), dir=tmp_parent)
+    token = uuid.uuid4().hex
+    temp_files = [part_name(path, token) for path in config.output_files]
     settings = WorkerSettings(config.vocab_file, config.spm_model_file, config.do_lower_case, config.options,
                                config.random_seed, config.dupe_factor, config.shuffle, work_dir,
                                token_typecode(tokenizer.vocab_size))
     stats = InstanceStats()
     shuffle_stats = ShuffleStats()
     counters = ReadCounters()
+    summary_file = summary_path(config)
     try:
         runner = Runner(settings, config.num_workers)
         try:
@@ -267,20 +276,21 @@ def _create_pretraining_data(config: PipelineConfig) -> dict:
             _write_outputs(config, runner, scatter, num_buckets, temp_files, shuffle_stats)
         finally:
             runner.close()
+        shuffle = {"buckets": num_buckets, "bucket_splits": shuffle_stats.bucket_splits,
+                   "largest_sorted_bytes": shuffle_stats.largest_sorted_bytes,
+                   "temporary_bytes": facts.store_bytes + scatter.bytes_written}
+        summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
+        # The summary first: it marks the outputs as this tool's, so that a run killed between the
+        # renames can be rerun over them (check_outputs).
+        write_summary_json(summary_file, summary)
         for tmp, path in zip(temp_files, config.output_files):
             os.replace(tmp, path)
     except BaseException:
-        for tmp in temp_files:
+        for tmp in temp_files:  # this run's parts only (their token is this run's)
             if os.path.exists(tmp):
                 os.remove(tmp)
         raise
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-    shuffle = {"buckets": num_buckets, "bucket_splits": shuffle_stats.bucket_splits,
-               "largest_sorted_bytes": shuffle_stats.largest_sorted_bytes,
-               "temporary_bytes": facts.store_bytes + scatter.bytes_written}
-    summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
-    summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
-    write_summary_json(summary_file, summary)
     summary["summary_file"] = summary_file
     return summary

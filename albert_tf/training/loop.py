@@ -52,7 +52,7 @@ from albert_tf.training.evaluation import ExampleMeans
 from albert_tf.training.host_memory import release_freed_memory
 from albert_tf.training.optimizers import learning_rate_at
 from albert_tf.training.reporting import Interval, Reporter
-from albert_tf.training.run_lock import output_dir_lock
+from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.signals import StopSignals, TrainingInterrupted, run_interruptibly
 from albert_tf.training.step import step_seed  # noqa: F401  (re-exported: the public name)
 from albert_tf.training.step import (LossFn, StepSettings, TrainStep, compiles_with_xla, split_loss_output,

@@ -171,3 +171,96 @@ def test_outputs_and_summary_get_the_umask_mode(tmp_path, spm_model, make_config
         os.umask(old)
     for path in (out, summary["summary_file"]):
         assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask, path
+
+
+def _small_corpus(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The first sentence is here.\nAnd then a second one.\n\nA new document starts.\n"
+                      "It has two lines.\n", encoding="utf-8")
+    return corpus
+
+
+def test_outputs_it_did_not_write_are_refused_before_any_work(tmp_path, spm_model, make_config, monkeypatch):
+    """The original replaced whatever was at --output_file. Its own input, the tokenizer's file, a
+    folder, a file it did not write (the original's records, a summary not ours) and (local runner) a
+    remote path are refused in one line before any work, and left as they were; our own outputs are
+    replaced by a rerun."""
+    import shutil
+
+    from albert_tf.pretraining_data import pipeline
+
+    corpus = _small_corpus(tmp_path)
+    spm_copy = tmp_path / "spm.model"
+    shutil.copy(spm_model, spm_copy)
+    folder = tmp_path / "records"
+    folder.mkdir()
+    theirs = tmp_path / "theirs.tfrecord"
+    theirs.write_bytes(b"the original's records")
+    foreign_summary = tmp_path / "mine.tfrecord.summary.json"
+    foreign_summary.write_text("my notes")
+    cases = {
+        str(corpus): "would replace --input_file=",
+        str(spm_copy): "would replace --spm_model_file=",
+        str(folder): "is a folder",
+        str(theirs): "exists and create_pretraining_data.py did not write it",
+        str(tmp_path / "mine.tfrecord"): "is not a summary create_pretraining_data.py wrote",
+        "gs://bucket/train.tfrecord": "the local runner writes local files; use --runner=beam",
+    }
+    before = {p: p.read_bytes() for p in (corpus, spm_copy, theirs, foreign_summary)}
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pipeline, "_tokenize_corpus", lambda *a: pytest.fail("work started"))
+    for output, message in cases.items():
+        with pytest.raises(PretrainingDataError, match=message):
+            create_pretraining_data(make_config(corpus, spm_copy, [output]))
+    assert {p: p.read_bytes() for p in before} == before
+    assert list(folder.iterdir()) == [] and not (tmp_path / "gs:").exists()
+    assert not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob("*.tmp-*"))
+    monkeypatch.undo()
+
+    out = tmp_path / "ours.tfrecord"
+    first = create_pretraining_data(make_config(corpus, spm_model, [out], random_seed=1))
+    second = create_pretraining_data(make_config(corpus, spm_model, [out], random_seed=2))
+    assert first["instances"] > 0 and second["settings"]["random_seed"] == 2
+    assert sorted(p.name for p in tmp_path.glob("ours.*")) == ["ours.tfrecord", "ours.tfrecord.summary.json"]
+
+
+def test_a_second_run_on_the_same_output_is_refused_and_a_killed_runs_leftovers_are_removed(tmp_path, spm_model):
+    """While another process holds <output>.lock, a run on that output stops in one line and writes
+    nothing. What a killed run left for the output (its part, its work folder) is removed by the next
+    run; names of other runs and users stay."""
+    from albert_tf.pretraining_data.config import PipelineConfig
+    from albert_tf.pretraining_data.outputs import part_name, work_dir_prefix
+
+    corpus = _small_corpus(tmp_path)
+    out = tmp_path / "out.tfrecord"
+    holder = subprocess.Popen([sys.executable, "-c", "import os, sys, time; "
+                               f"fd = os.open({str(out) + '.lock'!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY); "
+                               "os.write(fd, ('{\"host\": \"' + os.uname().nodename + '\", \"pid\": ' + "
+                               "str(os.getpid()) + '}').encode()); os.close(fd); print('held', flush=True); "
+                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = _run_cli(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}")
+        assert result.returncode != 0, result.stderr
+        assert f"--output_file={out} is in use by another run" in result.stderr, result.stderr
+        assert f"delete {out}.lock" in result.stderr
+        assert _leftovers(tmp_path) == ["out.tfrecord.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    os.remove(f"{out}.lock")
+
+    config = PipelineConfig(input_files=(str(corpus),), output_files=(str(out),), spm_model_file=str(spm_model))
+    part = part_name(str(out), "0" * 32)
+    open(part, "wb").close()
+    work = tmp_path / (work_dir_prefix(config) + "k3_9zq1a")
+    work.mkdir()
+    (work / "documents.bin").write_bytes(b"x")
+    others = [tmp_path / "out.tfrecord.tmp-draft", tmp_path / "out.tfrecord.tmp-abcd1234"]
+    for other in others:
+        other.write_text("not a leftover of this output")
+    result = _run_cli(f"--input_file={corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}")
+    assert result.returncode == 0, result.stderr
+    assert f"removing {part}" in result.stderr and f"removing {work}" in result.stderr
+    assert _leftovers(tmp_path) == ["out.tfrecord", "out.tfrecord.summary.json", "out.tfrecord.tmp-abcd1234",
+                                    "out.tfrecord.tmp-draft"]

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from albert_tf.training import run_lock
+from albert_tf import run_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 24

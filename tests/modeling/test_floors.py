@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "albert_tf"
 # may import from lower floors only; units on one floor are peers and import nothing of each other.
 FLOORS = {
     "cpu_bf16": 0, "errors": 0, "fileio": 0, "fused": 0, "keras": 0, "lazy": 0, "startup": 0,
-    "config": 1, "demo_data": 1,
+    "config": 1, "demo_data": 1, "run_lock": 1,
     "tokenization": 2,
     "modeling": 3,
     "weights": 4, "vocab_check": 4,

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.training import faults, run_lock
+from albert_tf import run_lock
+from albert_tf.training import faults
 from albert_tf.training.checkpoint_policy import CheckpointPolicy
 from albert_tf.training.distribution import WorkerInfo, make_tf_config
 from albert_tf.weights import files

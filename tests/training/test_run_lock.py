@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from albert_tf.training import run_lock
+from albert_tf import run_lock
 
 DEAD = {"host": socket.gethostname(), "pid": 2**22 + 12345, "start_ticks": 1, "started": "2020-01-01T00:00:00"}
 

@@ -88,7 +88,7 @@ def test_a_conversion_replaces_no_file(shared, tmp_path):
     import shutil
 
     from albert_tf.conversion import convert
-    from albert_tf.training import run_lock
+    from albert_tf import run_lock
     from albert_tf.weights.errors import CheckpointError
 
     folder = tmp_path / "google"

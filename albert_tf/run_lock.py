@@ -26,11 +26,10 @@ import socket
 import time
 from typing import Iterator
 
-import tensorflow as tf
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text
+from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text, remove_file
 
 LOCK_FILENAME = "run.lock"
 TAKEOVER_SUFFIX = ".takeover"  # <lock>.takeover: held while one run replaces a dead holder's lock
@@ -74,9 +73,11 @@ def _process_alive(pid: int, start_ticks: int | None) -> bool:
 class RunLock:
     """``acquire()`` / ``release()`` of one lock file; ``take_over``: break any existing lock."""
 
-    def __init__(self, path: str, take_over: bool = False):
+    def __init__(self, path: str, take_over: bool = False, what: str = "--output_dir",
+                 take_over_hint: str = "rerun with --take_over_run_lock"):
         self.path = path
         self.take_over = take_over
+        self.what, self.take_over_hint = what, take_over_hint  # the refusal's words: what is locked, the way out
         self.held = False
         pid = os.getpid()
         self.record = {"host": socket.gethostname(), "pid": pid, "start_ticks": _process_start_ticks(pid),
@@ -87,7 +88,7 @@ class RunLock:
         path = path or self.path
         text = json.dumps(self.record) + "\n"
         if is_remote(path):
-            if tf.io.gfile.exists(path):
+            if read_text(path) is not None:
                 return False
             atomic_write_text(path, text)
             return True
@@ -136,10 +137,10 @@ class RunLock:
             return f"Taking over the run lock {self.path}: its holder ({described}) is no longer running."
         if not holder:
             raise RunLockedError(f"{self.path} exists but names no holder: if no run is using this "
-                                 f"--output_dir, delete it or pass --take_over_run_lock")
+                                 f"{self.what}, delete it or {self.take_over_hint}")
         raise RunLockedError(
-            f"--output_dir is in use by another run ({described}; lock {self.path}); wait for it to "
-            f"end, or if it is dead on another host, rerun with --take_over_run_lock")
+            f"{self.what} is in use by another run ({described}; lock {self.path}); wait for it to "
+            f"end, or if it is dead on another host, {self.take_over_hint}")
 
     def _replace(self, judged: str) -> bool:
         """Replaces the lock file by ours if it still holds ``judged`` (the text we judged): under the
@@ -151,17 +152,17 @@ class RunLock:
         try:
             if read_text(self.path) != judged:
                 return False
-            tf.io.gfile.remove(self.path)
+            remove_file(self.path)
             return self._create()
         finally:
-            tf.io.gfile.remove(guard)
+            remove_file(guard)
 
     def release(self) -> None:
         if self.held:
             self.held = False
             holder = self._holder()
             if holder and holder.get("pid") == self.record["pid"] and holder.get("host") == self.record["host"]:
-                tf.io.gfile.remove(self.path)
+                remove_file(self.path)
 
     def __enter__(self) -> "RunLock":
         self.acquire()
@@ -198,6 +199,8 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
     """Holds ``output_dir``'s run lock (creating the folder) for the block; nested blocks of this process
     share it. A folder this block created that is still empty at the end is removed again (a refused or
     failed run leaves nothing behind). Yields the lock file's path."""
+    import tensorflow as tf
+
     output_dir = absolute(output_dir)  # one key for one folder, however it was named
     path = lock_path(output_dir, num_workers, worker_index)
     if path in _held:

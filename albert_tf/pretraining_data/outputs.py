@@ -1,0 +1,135 @@
+"""Where create_pretraining_data may write: checked before any work, and held while it writes.
+
+The original replaced whatever was at ``--output_file``. This tool writes only its own files: an
+output that is one of the inputs or the tokenizer's file, a folder, or a file it did not write (no
+summary of ours beside it lists it) is refused in one line before any work. Each local output is
+held by a lock file (``<output>.lock``) while the run writes it, so two runs aimed at one output
+cannot mix their shards and summaries; runs writing other files into the same folder (one run per
+input shard, as people ran the original) do not exclude each other.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+from typing import Iterator
+
+from absl import logging
+
+from albert_tf.fileio import TMP_MARK, is_remote
+from albert_tf.pretraining_data.config import PipelineConfig, PretrainingDataError, default_summary_file
+from albert_tf.run_lock import RunLock
+
+LOCK_SUFFIX = ".lock"
+PART_SUFFIX = ".part"  # <output>.tmp-<32 hex>.part: an output being written
+
+
+def summary_path(config: PipelineConfig) -> str:
+    return config.summary_file or default_summary_file(",".join(config.output_files))
+
+
+def check_outputs(config: PipelineConfig, runner: str) -> None:
+    """One line before any work for an output this run must not write (see the module's docstring)."""
+    summary = summary_path(config)
+    outputs = [*config.output_files, summary]
+    if runner == "local":
+        remote = [path for path in outputs if is_remote(path)]
+        if remote:
+            raise PretrainingDataError(f"--output_file={remote[0]}: the local runner writes local files; "
+                                       f"use --runner=beam for remote storage, or a local path")
+    protected = {"--input_file": config.input_files, "--spm_model_file": [config.spm_model_file],
+                 "--vocab_file": [config.vocab_file]}
+    for flag, paths in protected.items():
+        for path in filter(None, paths):
+            if any(_same_file(path, output) for output in outputs):
+                raise PretrainingDataError(f"--output_file would replace {flag}={path}: pick another --output_file")
+    local = [path for path in outputs if not is_remote(path)]
+    for path in local:
+        if os.path.isdir(path):
+            raise PretrainingDataError(f"--output_file: {path} is a folder; give a file name (records are "
+                                       f"written to that file, the summary beside it)")
+    listed = _listed_outputs(summary)
+    for path in local:
+        if path == summary:
+            if os.path.exists(path) and listed is None:
+                raise PretrainingDataError(f"{path} exists and is not a summary create_pretraining_data.py wrote; "
+                                           f"move it away or pick another --output_file")
+        elif os.path.exists(path) and os.path.basename(path) not in (listed or ()):
+            raise PretrainingDataError(f"--output_file: {path} exists and create_pretraining_data.py did not write "
+                                       f"it (no summary of ours at {summary} lists it); move it away or pick "
+                                       f"another --output_file")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if is_remote(a) or is_remote(b):
+        return a == b
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _listed_outputs(summary: str) -> set[str] | None:
+    """The names of the outputs our summary at ``summary`` lists; None if there is none of ours."""
+    if is_remote(summary) or not os.path.isfile(summary):
+        return None
+    try:
+        with open(summary, encoding="utf-8") as f:
+            written = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(written, dict) or not isinstance(written.get("output_files"), list):
+        return None
+    return {os.path.basename(str(path)) for path in written["output_files"]}
+
+
+@contextlib.contextmanager
+def outputs_locked(config: PipelineConfig) -> Iterator[None]:
+    """Holds ``<output>.lock`` for each local output, then removes what killed runs left of these outputs."""
+    with contextlib.ExitStack() as stack:
+        for path in config.output_files:
+            if not is_remote(path):
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                stack.enter_context(RunLock(path + LOCK_SUFFIX, what=f"--output_file={path}",
+                                            take_over_hint=f"delete {path}{LOCK_SUFFIX}"))
+        remove_leftovers(config)
+        yield
+
+
+def part_name(path: str, token: str) -> str:
+    """Where ``path`` is written before it is renamed into place."""
+    return f"{path}{TMP_MARK}{token}{PART_SUFFIX}"
+
+
+def work_dir_prefix(config: PipelineConfig) -> str:
+    """The work folder's name up to mkdtemp's random part: unique to the first output's full path, so
+    that leftovers found by it are this output's (whose lock this run holds), never another run's."""
+    first = config.output_files[0]
+    digest = hashlib.blake2b(os.path.abspath(first).encode(), digest_size=4).hexdigest()
+    return f"{os.path.basename(first)}{TMP_MARK}{digest}-"
+
+
+def work_dir_parent(config: PipelineConfig) -> str:
+    return config.tmp_dir or os.path.dirname(os.path.abspath(config.output_files[0]))
+
+
+def remove_leftovers(config: PipelineConfig) -> None:
+    """Removes, with a warning, the parts and the work folder a killed run (SIGKILL, out of memory) left
+    for these outputs: under their locks, nothing else can be writing them."""
+    found = []
+    for path in config.output_files:
+        if is_remote(path):
+            continue
+        folder, name = os.path.split(os.path.abspath(path))
+        part = re.compile(re.escape(name + TMP_MARK) + r"[0-9a-f]{32}" + re.escape(PART_SUFFIX))
+        found += [os.path.join(folder, n) for n in os.listdir(folder) if part.fullmatch(n)]
+    parent, prefix = work_dir_parent(config), work_dir_prefix(config)
+    if os.path.isdir(parent):
+        found += [os.path.join(parent, n) for n in os.listdir(parent)
+                  if n.startswith(prefix) and os.path.isdir(os.path.join(parent, n))]
+    for path in sorted(found):
+        logging.warning("removing %s, left by a run of these outputs that was killed", path)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
