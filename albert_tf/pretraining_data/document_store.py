@@ -27,8 +27,9 @@ assert array(_COUNT).itemsize == 4 and array(_OFFSET).itemsize == 8
 
 
 def token_typecode(vocab_size: int) -> str:
-    """array typecode for token ids: 2 bytes while ids fit, else 4."""
-    return "H" if vocab_size <= 1 << 16 else "I"
+    """array typecode for token ids: 2 bytes while ids fit, else 4 (ids go up to vocab_size, the
+    unknown-continuation id of masking.unknown_continuation_id)."""
+    return "H" if vocab_size < 1 << 16 else "I"
 
 
 def encode_document(sentences: Sequence[Sequence[int]], typecode: str) -> bytes:

@@ -43,6 +43,14 @@ def is_start_piece_wordpiece(piece: str) -> bool:
     return not piece.startswith("##")
 
 
+def unknown_continuation_id(vocab_size: int) -> int:
+    """The id the tokenized corpus gives an unknown SentencePiece piece whose text continues a word
+    (``reading._sentencepiece_ids``): one past the vocabulary, so that ``VocabInfo.is_start`` can say
+    0 for it where the unk id's own piece ('<unk>') starts a word. Instances write it out as the
+    unk id (``create_masked_lm_predictions``)."""
+    return vocab_size
+
+
 @dataclass(frozen=True)
 class VocabInfo:
     """What the algorithm needs to know about the vocabulary."""
@@ -51,16 +59,19 @@ class VocabInfo:
     sep_id: int
     mask_id: int
     vocab_size: int
-    is_start: bytes  # is_start[id] == 1 if the piece with that id starts a word
+    is_start: bytes  # is_start[id] == 1 if the piece with that id starts a word (0 for unknown_continuation_id)
+    unk_id: int = -1  # what unknown_continuation_id is written out as
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> "VocabInfo":
         inv_vocab = tokenizer.inv_vocab
         rule = is_start_piece_sp if tokenizer.sp_model is not None else is_start_piece_wordpiece
         vocab_size = tokenizer.vocab_size
-        is_start = bytes(1 if rule(inv_vocab.get(i, "<unk>")) else 0 for i in range(vocab_size))
+        is_start = bytes(1 if rule(inv_vocab.get(i, "<unk>")) else 0 for i in range(vocab_size)) + b"\0"
         (cls_id, sep_id, mask_id) = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "[MASK]"])
-        return cls(cls_id=cls_id, sep_id=sep_id, mask_id=mask_id, vocab_size=vocab_size, is_start=is_start)
+        unk_id = tokenizer.sp_model.unk_id() if tokenizer.sp_model is not None else -1
+        return cls(cls_id=cls_id, sep_id=sep_id, mask_id=mask_id, vocab_size=vocab_size, is_start=is_start,
+                   unk_id=unk_id)
 
 
 class Instance(NamedTuple):
@@ -106,7 +117,7 @@ def create_masked_lm_predictions(
     stats.tokens += len(tokens)
     output_tokens = list(tokens)
     if options.masked_lm_prob == 0:
-        return Instance(output_tokens, segment_ids, token_boundary, [], [], is_random_next)
+        return Instance(_written_ids(output_tokens, vocab), segment_ids, token_boundary, [], [], is_random_next)
 
     num_to_predict = min(options.max_predictions_per_seq, max(1, int(round(len(tokens) * options.masked_lm_prob))))
     cumulative = _ngram_cumulative(options.ngram, options.favor_shorter_ngram)
@@ -135,13 +146,21 @@ def create_masked_lm_predictions(
     masked.sort()
     stats.masked += len(masked)
     return Instance(
-        output_tokens,
+        _written_ids(output_tokens, vocab),
         segment_ids,
         token_boundary,
         [index for index, _ in masked],
-        [label for _, label in masked],
+        _written_ids([label for _, label in masked], vocab),
         is_random_next,
     )
+
+
+def _written_ids(ids: list[int], vocab: VocabInfo) -> list[int]:
+    """``ids`` as the records hold them: ``unknown_continuation_id`` back to the unk id."""
+    continuation = vocab.vocab_size
+    if continuation not in ids:
+        return ids
+    return [vocab.unk_id if i == continuation else i for i in ids]
 
 
 @functools.lru_cache(maxsize=None)

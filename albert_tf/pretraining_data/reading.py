@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from albert_tf.pretraining_data.config import PretrainingDataError
+from albert_tf.pretraining_data.masking import is_start_piece_sp, unknown_continuation_id
 from albert_tf.tokenization import FullTokenizer, preprocess_text
+from albert_tf.tokenization.spm import encode_pieces
 
 
 def line_text(raw: bytes, first_line: bool) -> str:
@@ -97,10 +99,24 @@ def tokenize_documents(tokenizer: FullTokenizer, do_lower_case: bool, raw_docume
                     documents.append(document)
                     document = []
                 continue
-            ids = tokenizer.encode_preprocessed_ids(text) if use_spm else tokenizer.tokenize_to_ids(text)
+            ids = _sentencepiece_ids(tokenizer, text) if use_spm else tokenizer.tokenize_to_ids(text)
             if ids:
                 document.append(ids)
                 sentences += 1
         if document:
             documents.append(document)
     return documents, sentences
+
+
+def _sentencepiece_ids(tokenizer: FullTokenizer, text: str) -> list[int]:
+    """The ids of `text`, with an unknown piece that continues a word (by its text: 'H' in
+    '▁', 'H', 'ello' with cased text) as `unknown_continuation_id`: the original judged word starts
+    (token_boundary, whole-word masking) by the pieces' text, which the unk id alone loses."""
+    ids = tokenizer.encode_preprocessed_ids(text)
+    unk_id = tokenizer.sp_model.unk_id()
+    if unk_id not in ids:
+        return ids
+    pieces = encode_pieces(tokenizer.sp_model, text)  # the original's tokens; its ids are theirs
+    continuation = unknown_continuation_id(tokenizer.vocab_size)
+    ids = [tokenizer.sp_model.PieceToId(piece) for piece in pieces]
+    return [continuation if i == unk_id and not is_start_piece_sp(piece) else i for i, piece in zip(ids, pieces)]

@@ -103,3 +103,42 @@ def test_wordpiece_vocab_mode(tmp_path, make_config):
                 assert r["token_boundary"][i] == 0
                 seen += 1
     assert seen > 0
+
+
+def test_unknown_pieces_start_words_by_their_text_as_in_the_original(tmp_path, spm_model, make_config,
+                                                                    botchan_corpus):
+    """Cased text with 30k-clean (a lower-case vocabulary): 'Hello' is '▁', 'H', 'ello' and 'H' is unknown.
+    The original decided word starts by the piece's text ('H' continues the word); the unk id's own piece
+    '<unk>' would start one. token_boundary (and so whole-word masking) must follow the text, and the
+    records must hold only the vocabulary's ids (the unk id for every unknown piece)."""
+    import sentencepiece
+
+    from albert_tf.pretraining_data.reading import tokenize_documents
+    from albert_tf.tokenization import FullTokenizer, preprocess_text
+
+    # Lines without digits: there SentencePiece's own pieces are the original's (no digit-comma rule).
+    lines = [line for line in botchan_corpus.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not any(ch.isdigit() for ch in line)][:400]
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm_model)
+    pieces = [piece for line in lines for piece in sp.encode(preprocess_text(line, lower=False), out_type=str)]
+    expected = [is_start_piece_sp(piece) for piece in pieces]
+    unknown_continuations = sum(not start and sp.piece_to_id(piece) == sp.unk_id()
+                                for piece, start in zip(pieces, expected))
+    assert unknown_continuations > 100  # the case under test is common in cased text
+
+    tokenizer = FullTokenizer(spm_model_file=spm_model, do_lower_case=False)
+    vocab = VocabInfo.from_tokenizer(tokenizer)
+    documents, _ = tokenize_documents(tokenizer, False, [lines])
+    got = [bool(vocab.is_start[i]) for document in documents for sentence in document for i in sentence]
+    assert got == expected
+
+    corpus = tmp_path / "cased.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "cased.tfrecord"
+    create_pretraining_data(make_config(corpus, spm_model, [out], do_lower_case=False))
+    unk_inside_words = 0
+    for record in tf.data.TFRecordDataset(str(out)).map(lambda s: parse_example(s, 64, 10)).as_numpy_iterator():
+        ids, boundary = record["input_ids"], record["token_boundary"]
+        assert ids.max() < tokenizer.vocab_size and record["masked_lm_ids"].max() < tokenizer.vocab_size
+        unk_inside_words += int(np.sum((ids == sp.unk_id()) & (boundary == 0)))
+    assert unk_inside_words > 0
