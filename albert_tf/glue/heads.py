@@ -2,7 +2,7 @@
 
 As the original's `create_model`: the projection's weights are the top-level TF1
 variables `output_weights` [num_labels, H] (stored [out, in]) and `output_bias`,
-initialised truncated-normal 0.02 / zeros (`modeling.heads.OutputProjection`; the
+initialised truncated-normal 0.02 (whatever the config says) / zeros (`OutputProjection`; the
 names are assigned by the `classifier` model kind below); classification takes the softmax
 cross-entropy, STS-B (one output) the squared error. The head runs in float32 under
 mixed precision so logits and losses keep full precision.
@@ -16,7 +16,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.dropout import StatelessDropout
 from albert_tf.modeling.encoder import AlbertModel, TaskModel, serializable
-from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.heads import TASK_HEAD_STDDEV, OutputProjection
 from albert_tf.modeling.models import build
 from albert_tf.weights.errors import CheckpointError
 from albert_tf.weights.kinds import CheckpointHeads, ModelKind, register
@@ -47,7 +47,7 @@ class GlueClassifier(TaskModel):
         # Stateless like the encoder's (exact resume); float32 so that under mixed
         # precision the pooled output is not rounded to 16 bits before the head.
         self.output_dropout = StatelessDropout(dropout_rate, name="output_dropout", dtype="float32")
-        self.classifier = OutputProjection(num_labels, self.config.initializer_range, name="output")
+        self.classifier = OutputProjection(num_labels, TASK_HEAD_STDDEV, name="output")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         pooled = self.encoder(inputs, training=training)["pooled_output"]

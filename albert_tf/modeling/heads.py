@@ -15,6 +15,11 @@ from albert_tf.keras import keras
 from albert_tf.modeling.layers import LayerNorm, dense, initializer
 
 
+# The original's GLUE, RACE and SQuAD 1.1 heads start truncated-normal with this stddev whatever the
+# config's initializer_range (sentence order and the SQuAD 2.0 head follow the config).
+TASK_HEAD_STDDEV = 0.02
+
+
 def gather_positions(sequence: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
     """[B,S,H] at int positions [B,P] -> [B,P,H]."""
     return tf.gather(sequence, positions, batch_dims=1)

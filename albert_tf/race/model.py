@@ -18,7 +18,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.dropout import StatelessDropout, rows_per_example
 from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, serializable
-from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.heads import TASK_HEAD_STDDEV, OutputProjection
 from albert_tf.race.data import NUM_CHOICES
 from albert_tf.weights.kinds import ModelKind, register
 from albert_tf.weights.names import projection_names
@@ -40,7 +40,7 @@ class RaceModel(TaskModel):
         self.dropout_rate = dropout_rate
         self.output_dropout = StatelessDropout(dropout_rate, name="output_dropout", dtype="float32")
         # Not named `classifier`: the converter tells a RACE checkpoint of ours from a GLUE one by this path.
-        self.choice_scorer = OutputProjection(1, self.config.initializer_range, name="output")
+        self.choice_scorer = OutputProjection(1, TASK_HEAD_STDDEV, name="output")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         for name in ENCODER_INPUTS:

@@ -26,7 +26,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import StatelessDropout
 from albert_tf.modeling.encoder import AlbertModel, TaskModel, serializable
-from albert_tf.modeling.heads import OutputProjection
+from albert_tf.modeling.heads import TASK_HEAD_STDDEV, OutputProjection
 from albert_tf.modeling.layers import LayerNorm, dense
 from albert_tf.weights.kinds import ModelKind, register
 from albert_tf.weights.names import dense_names, layer_norm_names, projection_names
@@ -159,7 +159,7 @@ class SquadV1Model(TaskModel):
     def __init__(self, encoder: AlbertModel | AlbertConfig, **kwargs):
         kwargs.setdefault("name", "squad_v1")
         super().__init__(encoder, **kwargs)
-        self.head = OutputProjection(2, self.config.initializer_range, name="squad")
+        self.head = OutputProjection(2, TASK_HEAD_STDDEV, name="squad")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
         sequence = self.encoder(inputs, training=training)["sequence_output"]

@@ -90,3 +90,46 @@ def test_mask_adder_is_minus_10000_on_masked_keys(monkeypatch):
     # And the padded keys get no attention at all.
     probs = softmax(tf.constant(padded), axis=-1).numpy()
     assert probs[np.broadcast_to(mask[:, None, None, :] == 0, probs.shape)].max() == 0.0
+
+
+@pytest.mark.parametrize("task", ["glue", "race", "squad_v1", "squad_v2", "pretraining"])
+def test_task_heads_start_at_the_originals_stddev(task):
+    """The original's GLUE, RACE and SQuAD 1.1 heads start truncated-normal 0.02 whatever the config's
+    initializer_range (classifier_utils, race_utils, squad_utils create_v1_model); sentence order and the
+    SQuAD 2.0 head follow the config. Checked with initializer_range 0.5: a truncated normal of stddev s
+    stays within 2s, and 1,000 draws of stddev 0.5 have a spread far above 0.02's."""
+    from albert_tf.glue.heads import GlueClassifier
+    from albert_tf.pretraining import AlbertPretrainer
+    from albert_tf.race.model import RaceModel
+    from albert_tf.squad.heads import SquadV1Model, SquadV2Model
+
+    config = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=1000, num_hidden_layers=1,
+                          num_attention_heads=4, intermediate_size=16, initializer_range=0.5)
+    tf.random.set_seed(0)
+    ids = tf.constant([[2, 5, 6, 7, 8, 9, 10, 3]])
+    inputs = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+    if task == "glue":
+        model = GlueClassifier(config, num_labels=2)
+        model(inputs)
+        kernels = [model.classifier.output_weights]
+    elif task == "race":
+        model = RaceModel(config)
+        model({k: v[:, None] for k, v in inputs.items()})
+        kernels = [model.choice_scorer.output_weights]
+    elif task == "squad_v1":
+        model = SquadV1Model(config)
+        model(inputs)
+        kernels = [model.head.output_weights]
+    elif task == "squad_v2":
+        model = SquadV2Model(config)
+        model({**inputs, "p_mask": tf.zeros_like(ids, tf.float32)})
+        kernels = [model.head.start_dense.kernel]
+    else:
+        model = AlbertPretrainer(config)
+        model({**inputs, "masked_lm_positions": tf.constant([[1]])})
+        kernels = [model.sentence_order.output_weights]
+    spread = float(np.std(kernels[0].numpy()))
+    if task in ("glue", "race", "squad_v1"):
+        assert 0.01 < spread < 0.02 and float(np.abs(kernels[0].numpy()).max()) <= 0.04 + 1e-6, spread
+    else:
+        assert 0.3 < spread < 0.5, spread
