@@ -15,9 +15,10 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.errors import RunError
+from albert_tf.fileio import atomic_write_text
 from albert_tf.training import faults
-from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, write_eval_results
+from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, read_run_text, write_eval_results
 from albert_tf.weights import files
 
 BEST_TRIAL_FILENAME = "best_trial.txt"
@@ -39,12 +40,20 @@ class BestCheckpointKeeper:
 
     def read(self) -> tuple[int, int, float | None]:
         """(last evaluated step, best step, best value); (-1, -1, None) before any."""
-        text = read_text(self.info_path)
+        text = read_run_text(self.info_path)
         if text is None:
             return -1, -1, None
-        last, best_step, value = text.strip().split(":")
-        best = float(value)
-        return int(last), int(best_step), None if math.isnan(best) else best  # NaN: nothing best yet
+        try:
+            last, best_step, value = text.strip().split(":")
+            last_step, best_step, best = int(last), int(best_step), float(value)
+        except ValueError:
+            # Deleting it would evaluate every checkpoint again and replace model.ckpt-best by the
+            # best of those still on disk: the way out is to restore it.
+            raise RunError(
+                f"{self.info_path} holds {text.strip()[:80]!r}, not '<last evaluated step>:<best step>:"
+                f"<best value>': write those back (the last block of eval_results.txt has them), or move it "
+                f"and model.ckpt-best away to choose the best checkpoint again") from None
+        return last_step, best_step, None if math.isnan(best) else best  # NaN: nothing best yet
 
     def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
         """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the

@@ -17,6 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
+from albert_tf.errors import RunError
 from albert_tf.fileio import atomic_write_text, read_text
 
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -76,14 +77,24 @@ def write_eval_results(path: str | os.PathLike, results: Mapping[str, object], l
                        best: float | None = None) -> str:
     """Writes (or, with ``layout.append``, adds) one block to ``path`` atomically; local or remote."""
     block = format_eval_results(results, layout, best)
-    previous = (read_text(path) or "") if layout.append else ""
+    previous = (read_run_text(path) or "") if layout.append else ""
     return atomic_write_text(path, previous + block)
+
+
+def read_run_text(path: str | os.PathLike) -> str | None:
+    """``read_text`` of a file a run keeps adding to or reads back (``eval_results.txt``,
+    ``best_trial.txt``): bytes that are not UTF-8 (a hand edit, a damaged disk) are one line naming it."""
+    try:
+        return read_text(path)
+    except UnicodeDecodeError as e:
+        raise RunError(f"{os.fspath(path)} is not UTF-8 text (byte {e.start}); the run reads it back: "
+                       f"fix it or move it away") from None
 
 
 def read_eval_results(path: str | os.PathLike) -> dict[str, str]:
     """Parses an ``eval_results.txt`` (last value of each key wins; comments and rules skipped)."""
     results = {}
-    for line in (read_text(path) or "").splitlines():
+    for line in (read_run_text(path) or "").splitlines():
         if " = " in line and not line.startswith("#"):
             key, value = line.split(" = ", 1)
             results[key] = value

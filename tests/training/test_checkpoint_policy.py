@@ -224,3 +224,24 @@ def test_replacing_a_checkpoint_removes_the_old_ones_extra_shards(tmp_path):
     assert sorted(p.name for p in tmp_path.glob("model.ckpt-best*")) == [
         "model.ckpt-best.data-00000-of-00001", "model.ckpt-best.index"]
     assert files.checkpoint_damage(str(tmp_path / "model.ckpt-best")) is None
+
+
+@pytest.mark.parametrize("content", [b"", b"20:10", b"twenty:10:0.5", b"\xff\xfe20:10:0.5"])
+def test_a_damaged_best_trial_or_eval_results_is_one_line_naming_it(tmp_path, content):
+    """best_trial.txt emptied by a power loss, cut short or edited, and an eval_results.txt that is not
+    UTF-8: one line naming the file and the way out, not a bare unpacking or codec error."""
+    from albert_tf.errors import RunError
+
+    keeper = checkpoint_evaluation.BestCheckpointKeeper(str(tmp_path), "accuracy")
+    (tmp_path / "best_trial.txt").write_bytes(content)
+    expected = "is not UTF-8 text" if content.startswith(b"\xff") else "not '<last evaluated step>:<best step>"
+    with pytest.raises(RunError, match=expected) as raised:
+        keeper.update(save(tmp_path, 10, 1.0), {"accuracy": 0.5})
+    assert str(tmp_path / "best_trial.txt") in str(raised.value) and "\n" not in str(raised.value)
+    assert (tmp_path / "best_trial.txt").read_bytes() == content  # left as it was
+
+    (tmp_path / "eval_results.txt").write_bytes(b"accuracy = 0.5\n\xff\n")
+    layout = results.ResultsLayout(append=True)
+    with pytest.raises(RunError, match=r"eval_results\.txt is not UTF-8 text \(byte 15\)"):
+        results.write_eval_results(tmp_path / "eval_results.txt", {"accuracy": 0.6}, layout)
+    assert (tmp_path / "eval_results.txt").read_bytes() == b"accuracy = 0.5\n\xff\n"
