@@ -12,6 +12,7 @@ every other field is kept. `to_hf_dict` writes one back.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 from typing import Any
 
@@ -81,6 +82,19 @@ class ConfigError(ValueError):
     """A config field is missing, of the wrong type or inconsistent."""
 
 
+def _warn_of_misspelt_fields(extra: dict[str, Any], given: dict[str, Any]) -> None:
+    """The original kept any key silently; a near miss of a field left at its default (``hidden_dropout_porb``)
+    gets a warning, since the model then quietly runs with the default."""
+    missing = [name for name in _FIELDS if name not in given]
+    for name in extra:
+        meant = difflib.get_close_matches(name, missing, n=1, cutoff=0.85)
+        if meant:
+            from absl import logging
+
+            logging.warning("ALBERT config: %r is not a field (kept as an extra); did you mean %r? That field "
+                            "keeps its default, %r", name, meant[0], _FIELDS[meant[0]][1])
+
+
 class AlbertConfig:
     """Hyper-parameters of an ALBERT model, with the original's field names."""
 
@@ -97,6 +111,7 @@ class AlbertConfig:
         for name, value in fields.items():
             if name not in _FIELDS:
                 self.extra[name] = value
+        _warn_of_misspelt_fields(self.extra, fields)
         self._validate()
 
     def _validate(self) -> None:

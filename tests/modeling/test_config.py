@@ -66,3 +66,25 @@ def test_bad_json_names_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="c.json"):
         AlbertConfig.from_json_file(str(path))
+
+
+def test_a_misspelt_field_is_warned_of_and_others_are_not(caplog):
+    """The original kept unknown keys silently, so 'hidden_dropout_porb' ran with the default dropout.
+    Near misses of a field left at its default get a warning naming both; Hugging Face's and other
+    unrelated extra keys do not."""
+    import logging
+
+    base = {"vocab_size": 30, "embedding_size": 4, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 16}
+    with caplog.at_level(logging.WARNING):
+        config = AlbertConfig(**base, hidden_dropout_porb=0.3, max_position_embedding=128, layers_to_keep=[],
+                              classifier_dropout_prob=0.1, layer_norm_eps=1e-12, id2label={"0": "a"})
+    warned = [r.getMessage() for r in caplog.records if "is not a field" in r.getMessage()]
+    assert len(warned) == 2, warned
+    assert "'hidden_dropout_porb'" in warned[0] and "did you mean 'hidden_dropout_prob'" in warned[0]
+    assert "'max_position_embedding'" in warned[1] and "default, 512" in warned[1]
+    assert config.extra["hidden_dropout_porb"] == 0.3 and config.max_position_embeddings == 512
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the real field given too: the extra is deliberate, no warning
+        AlbertConfig(**base, hidden_dropout_prob=0.1, hidden_dropout_porb=0.3)
+    assert not [r for r in caplog.records if "is not a field" in r.getMessage()]
