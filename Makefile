@@ -22,4 +22,4 @@ demo: setup
 	$(PY) -m albert_tf.demo --output_dir=demo_output
 
 clean:
-	rm -rf $(VENV) demo_output build *.egg-info
+	rm -rf $(VENV) demo_output demo_output-* build *.egg-info

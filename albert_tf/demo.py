@@ -38,9 +38,22 @@ RACE_CONFIG = {**TINY_CONFIG, "hidden_size": 64, "num_hidden_layers": 2, "interm
                "initializer_range": 0.1}
 
 
+def fresh_output_dir(output_dir: str) -> str:
+    """``output_dir``, or when it holds anything (an earlier demo's outputs, a user's files) the first
+    free ``<output_dir>-2``, ``-3``, ...: every run starts from nothing (a rerun into the same folder would
+    resume its finished pretraining and meet its own converted checkpoint), and nothing is replaced."""
+    candidate, number = os.path.abspath(output_dir), 1
+    while os.path.exists(candidate) and (not os.path.isdir(candidate) or os.listdir(candidate)):
+        number += 1
+        candidate = f"{os.path.abspath(output_dir)}-{number}"
+    return candidate
+
+
 class Demo:
     def __init__(self, output_dir: str, quick: bool):
-        self.out = os.path.abspath(output_dir)
+        self.out = fresh_output_dir(output_dir)
+        if self.out != os.path.abspath(output_dir):
+            print(f"{output_dir} is not empty (an earlier demo?): this run writes to {self.out}", flush=True)
         self.quick = quick
         self.started = time.time()
         self.step_number = 0
@@ -113,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = lambda n: max(10, int(n * scale))  # noqa: E731
 
     from albert_tf import demo_data
+    from albert_tf.fileio import atomic_write_text
 
     demo.step("built-in data: corpus, SST-2-format task, SQuAD-format files")
     corpus = demo_data.write_corpus(demo.path("data", "corpus.txt"), num_documents=int(1500 * scale) or 50)
@@ -128,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab_size = sentencepiece.SentencePieceProcessor(model_file=spm_model).get_piece_size()
     print(f"   {spm_model}: {vocab_size} pieces")
     config_file = demo.path("albert_config.json")
-    with open(config_file, "w", encoding="utf-8") as f:
-        json.dump({"vocab_size": vocab_size, **TINY_CONFIG}, f, indent=2)
+    atomic_write_text(config_file, json.dumps({"vocab_size": vocab_size, **TINY_CONFIG}, indent=2))
 
     demo.step("create_pretraining_data.py")
     records = demo.path("data", "pretrain.tfrecord")
@@ -189,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     race_data = write_race(demo.path("data", "race"), train=2000, dev=100, test=100, binding_share=0.0,
                            context_sentences=0)
     race_config = demo.path("race_config.json")
-    with open(race_config, "w", encoding="utf-8") as f:
-        json.dump({"vocab_size": vocab_size, **RACE_CONFIG}, f, indent=2)
+    atomic_write_text(race_config, json.dumps({"vocab_size": vocab_size, **RACE_CONFIG}, indent=2))
     race_dir = demo.path("race")
     demo.driver("run_race.py", data_dir=race_data, albert_config_file=race_config, spm_model_file=spm_model,
                 output_dir=race_dir, do_train=True, do_eval=True, do_predict=True, max_seq_length=SEQ,

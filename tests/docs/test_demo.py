@@ -128,3 +128,20 @@ def test_race_step_reports_its_dev_accuracy(demo):
     results = dict(line.split(" = ") for line in (out / "race" / "predict_results.txt").read_text().splitlines()
                    if " = " in line)
     assert float(results["eval_accuracy"]) == pytest.approx(correct / len(predictions), abs=1e-9)
+
+
+def test_a_second_demo_goes_to_a_fresh_folder(tmp_path):
+    """A rerun into a folder with an earlier demo's outputs would resume its finished pretraining and meet
+    its own converted checkpoint (convert_checkpoint.py replaces nothing): each run takes the first empty
+    or new folder of <output_dir>, <output_dir>-2, ... and replaces nothing."""
+    from albert_tf.demo import fresh_output_dir
+
+    out = tmp_path / "demo_output"
+    assert fresh_output_dir(str(out)) == str(out)
+    out.mkdir()
+    assert fresh_output_dir(str(out)) == str(out)  # empty: used
+    (out / "albert_config.json").write_text("{}")
+    assert fresh_output_dir(str(out)) == f"{out}-2"
+    (tmp_path / "demo_output-2").write_text("a file, not a folder")
+    assert fresh_output_dir(str(out)) == f"{out}-3"
+    assert (out / "albert_config.json").read_text() == "{}"
