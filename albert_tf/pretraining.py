@@ -84,7 +84,6 @@ def pretraining_task(
     init_checkpoint: str | None = None,
     init_from_group0: bool = False,
     use_one_hot_embeddings: bool = False,
-    drop_remainder: bool = True,
     masked_lm_budget: float = 0.0,
 ) -> Task:
     """The Task the shared Trainer runs for `run_pretraining.py`.
@@ -114,7 +113,9 @@ def pretraining_task(
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_tfrecord_dataset(
                 input_file, parse, context.get_per_replica_batch_size(global_batch), is_training,
-                input_context=context, seed=seed, drop_remainder=drop_remainder or is_training,
+                # Evaluation keeps the last partial batch (the original's TPU eval dropped it): every
+                # record counts, and as much on one device as on N replicas or workers.
+                input_context=context, seed=seed, drop_remainder=is_training,
                 with_stream_index=remask is not None)
         return make
 
@@ -177,7 +178,14 @@ def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str
 
 
 def eval_summary(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The original's eval_results.txt keys (plus loss and global_step)."""
+    """The original's eval_results.txt keys (plus loss and global_step).
+
+    ``loss`` is ``masked_lm_loss + sentence_order_loss``: each a mean over every masked position or
+    example evaluated. The batch losses' mean (the original Estimator's ``loss``) would depend on how
+    the set is cut into batches, and so on the number of replicas."""
+    results = dict(results)
+    if "masked_lm_loss" in results and "sentence_order_loss" in results:
+        results["loss"] = results["masked_lm_loss"] + results["sentence_order_loss"]
     keys = ("global_step", "loss", *EVAL_METRICS)
     return {key: results[key] for key in keys if key in results}
 

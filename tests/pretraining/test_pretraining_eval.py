@@ -104,3 +104,64 @@ def test_best_checkpoint_has_the_highest_masked_lm_accuracy(evaluated):
     assert best.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == best_step
     last, step, value = (evaluated / "best_trial.txt").read_text().split(":")
     assert (int(last), int(step)) == (30, 20) and float(value) == pytest.approx(max(accuracies))
+
+
+_EVAL_ON_A_TOPOLOGY = r'''
+import json, sys
+import numpy as np
+import tensorflow as tf
+from albert_tf.training.distribution import create_strategy
+mode, records, batch, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+strategy = create_strategy("mirrored", num_gpus=2) if mode == "mirrored" else create_strategy("one_device")
+from albert_tf.config import AlbertConfig
+from albert_tf.pretraining import eval_summary, pretraining_task
+from albert_tf.training import TrainConfig, Trainer, create_optimizer
+config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=16)
+tf.random.set_seed(1)
+task = pretraining_task(config, records, 16, 4, 4, batch, 1)
+trainer = Trainer(task, strategy, lambda: create_optimizer(1e-3, 10, 0),
+                  TrainConfig(output_dir=out, num_train_steps=1, train_batch_size=4))
+print("RESULTS " + json.dumps(eval_summary(trainer.evaluate(100))))
+'''
+
+
+def test_every_eval_record_counts_the_same_on_every_topology(tmp_path):
+    """12 records with unevenly weighted masked positions, eval batch 8: one device, 2 mirrored replicas
+    (per-replica batches of 4, a last group on the host), and one device with a batch of all 12 give the
+    same results. The original's TPU eval dropped the last partial batch (4 records here) and its `loss`
+    was the batches' mean, which depends on the batching."""
+    rng = np.random.default_rng(0)
+    records = tmp_path / "eval.tfrecord"
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(str(records)) as writer:
+        for i in range(12):
+            real = 1 if (i // 4) % 2 == 0 else 4  # masked positions per record: 1 or 4
+            feature = {"input_ids": ints(rng.integers(5, 40, SEQ)), "input_mask": ints([1] * SEQ),
+                       "segment_ids": ints([0] * SEQ), "token_boundary": ints([1] * SEQ),
+                       "masked_lm_positions": ints([1, 2, 3, 4]), "masked_lm_ids": ints(rng.integers(5, 40, PRED)),
+                       "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+                           value=[1.0] * real + [0.0] * (PRED - real))),
+                       "next_sentence_labels": ints([i % 2])}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    script = tmp_path / "evaluate.py"
+    script.write_text(_EVAL_ON_A_TOPOLOGY)
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    results = {}
+    for mode, batch in (("one_device", 8), ("mirrored", 8), ("one_device", 12)):
+        done = subprocess.run([sys.executable, str(script), mode, str(records), str(batch),
+                               str(tmp_path / f"{mode}{batch}")], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        (line,) = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
+        results[(mode, batch)] = json.loads(line[len("RESULTS "):])
+    whole = results[("one_device", 12)]
+    assert set(whole) == {"global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+                          "sentence_order_loss"}
+    assert whole["loss"] == pytest.approx(whole["masked_lm_loss"] + whole["sentence_order_loss"], abs=1e-9)
+    for key in whole:
+        for run in (("one_device", 8), ("mirrored", 8)):
+            assert results[run][key] == pytest.approx(whole[key], abs=1e-6), (run, key)
