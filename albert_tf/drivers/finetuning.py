@@ -3,6 +3,7 @@ the original's, and the one way a driver ends: flags → a task and a ``FineTuni
 ``finetuning.run``."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Any, Callable
@@ -115,6 +116,12 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         given = "--seq_length_buckets" if f.seq_length_buckets else f"--seq_length_multiple={f.seq_length_multiple}"
         raise ValueError(f"--pad_to_max_length keeps every row at --max_seq_length, so {given} would be "
                          f"ignored: pass one or the other")
+    train = train_config_from_flags(f, num_train_steps=num_train_steps, output_dir=output_dir)
+    if f.do_train and not do_eval and not _given(f, "keep_checkpoint_max", "num_keep_checkpoint"):
+        # The original's fine-tuning drivers kept every checkpoint whatever this flag said (their RunConfig
+        # has keep_checkpoint_max=0), and its run_glue.sh scores them in a second, eval-only run: a run
+        # that trains without scoring keeps them all, so that the later run chooses among the same ones.
+        train = dataclasses.replace(train, keep_checkpoint_max=0)
     return FineTuningJob(
         output_dir=output_dir,
         albert_config=config,
@@ -123,7 +130,7 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         do_predict=f.do_predict,
         export_dir=export_dir,
         init_checkpoint=init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle),
-        train=train_config_from_flags(f, num_train_steps=num_train_steps, output_dir=output_dir),
+        train=train,
         optimizer_fn=lambda: create_optimizer(f.learning_rate, num_train_steps, warmup_steps, f.optimizer),
         eval_batch_size=eval_batch_size,
         predict_batch_size=f.predict_batch_size,
@@ -132,6 +139,11 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         seq_length_buckets=_buckets(f.seq_length_buckets, f.max_seq_length),
         group_by_length=f.group_by_length,
     )
+
+
+def _given(f: flags.FlagValues, *names: str) -> bool:
+    """Whether any of the flags ``names`` (a flag and its alias) is on the command line."""
+    return any(name in f and f[name].present for name in names)
 
 
 def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] | None:

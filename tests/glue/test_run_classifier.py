@@ -2,6 +2,7 @@
 the SavedModel is then reloaded here, in another process than the one that wrote it."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -213,3 +214,30 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         assert results[name]["code"] == 1, name
         assert text in results[name]["stderr"], (name, results[name]["stderr"])
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
+
+
+def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,
+                                                                      spm_model):
+    """The original's run_glue.sh trains (--nodo_eval), then scores every checkpoint in a second run; its
+    drivers kept them all whatever --keep_checkpoint_max said. A train-only run keeps them all too (an
+    explicit --keep_checkpoint_max is obeyed), and the eval-only run scores each of them."""
+    def flags(out, *extra):
+        return ["--task_name=MRPC", f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+                f"--spm_model_file={spm_model}", f"--output_dir={out}", f"--max_seq_length={SEQ}",
+                "--train_batch_size=8", f"--eval_batch_size={EVAL_BATCH}", "--train_step=7",
+                "--save_checkpoints_steps=1", "--learning_rate=1e-3", "--warmup_step=0", *extra]
+
+    out = tmp_path / "train_then_eval"
+    done = run_driver(*flags(out, "--do_train", "--nodo_eval", "--nodo_predict"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = lambda folder: sorted(int(m.group(1)) for p in folder.iterdir()  # noqa: E731
+                                  if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", p.name)))
+    assert steps(out) == list(range(1, 8))  # 7 > the flag's default, 5
+    done = run_driver(*flags(out, "--nodo_train", "--do_eval", "--nodo_predict"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(eval_blocks(out / "eval_results.txt")) == 7
+
+    explicit = tmp_path / "explicit"
+    done = run_driver(*flags(explicit, "--do_train", "--nodo_eval", "--nodo_predict", "--keep_checkpoint_max=2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert steps(explicit) == [6, 7]
