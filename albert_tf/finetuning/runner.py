@@ -181,7 +181,7 @@ class _Runner:
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)
         if job.do_eval and trainer.worker.is_chief:
             evaluator = self.checkpoint_evaluator(trainer.model)
-            evaluator.evaluate_pending()  # left over by an interrupted run
+            evaluator.evaluate_pending(trainer.is_scheduled_save)  # left over by an interrupted run
             trainer.add_save_hook(evaluator.after_save)
         trainer.train()
         return trainer.model

@@ -126,10 +126,18 @@ class CheckpointEvaluator:
             logging.warning("Not evaluating damaged checkpoint(s): %s.", "; ".join(damaged))
         return intact
 
-    def evaluate_pending(self) -> int:
+    def evaluate_pending(self, on_schedule: Callable[[int], bool] | None = None) -> int:
         """Evaluates each not-yet-evaluated checkpoint (left by an interrupted run, or an
-        eval-only run's); returns how many."""
+        eval-only run's); returns how many. ``on_schedule(step)`` False: a resumed training run's
+        checkpoint saved when it was stopped, off the --save_checkpoints_steps schedule. It is not a
+        candidate for the best: an uninterrupted run has no such checkpoint."""
         paths = self.pending()
+        if on_schedule is not None:
+            off = [p for p in paths if not on_schedule(files.step_of(p))]
+            if off:
+                logging.info("Not evaluating %s: saved when the run was stopped, off the checkpoint schedule.",
+                             ", ".join(off))
+            paths = [p for p in paths if p not in off]
         for path in paths:
             if self.load is not None:
                 self.load(path)

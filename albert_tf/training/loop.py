@@ -274,6 +274,10 @@ class Trainer:
             ones = self.strategy.experimental_distribute_values_from_function(lambda ctx: tf.constant(1.0))
             self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
 
+    def is_scheduled_save(self, step: int) -> bool:
+        """Whether an uninterrupted run saves at ``step`` (a stopped run also saves where it stopped)."""
+        return self.policy.is_due(step, self.config.num_train_steps)
+
     def save_checkpoint(self, input_checkpoint: tf.train.Checkpoint | None = None) -> str:
         """Writes ``model.ckpt-<step>`` (+ this worker's input position) atomically."""
         step = int(self.global_step.numpy())

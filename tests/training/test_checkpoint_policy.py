@@ -245,3 +245,30 @@ def test_a_damaged_best_trial_or_eval_results_is_one_line_naming_it(tmp_path, co
     with pytest.raises(RunError, match=r"eval_results\.txt is not UTF-8 text \(byte 15\)"):
         results.write_eval_results(tmp_path / "eval_results.txt", {"accuracy": 0.6}, layout)
     assert (tmp_path / "eval_results.txt").read_bytes() == b"accuracy = 0.5\n\xff\n"
+
+
+def test_a_resumed_run_does_not_score_the_checkpoint_saved_where_it_was_stopped(tmp_path):
+    """SIGTERM at step 25 with --save_checkpoints_steps=10 saves model.ckpt-25. An uninterrupted run has no
+    such checkpoint, so the resumed run must not score it (it could become model.ckpt-best); the ones on the
+    schedule that the stopped run left unscored are scored; an eval-only run (no schedule) scores them all."""
+    for step in (10, 20, 25):
+        save(tmp_path, step, float(step))
+    calls = []
+
+    def evaluate(path):
+        calls.append(files.step_of(path))
+        return {"accuracy": {10: 0.1, 20: 0.2, 25: 0.9, 30: 0.3}[files.step_of(path)]}
+
+    layout = results.ResultsLayout(sort_keys=True, best_line=True, separator="---")
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
+    assert evaluator.evaluate_pending(lambda step: step % 10 == 0) == 2
+    assert calls == [10, 20] and (tmp_path / "best_trial.txt").read_text() == "20:20:0.2"
+    evaluator.after_save(save(tmp_path, 30, 30.0))  # the resumed run's next save: 25 is behind it for good
+    assert evaluator.pending() == []
+
+    eval_only = tmp_path / "eval_only"
+    for step in (10, 20, 25):
+        save(eval_only, step, float(step))
+    calls.clear()
+    checkpoint_evaluation.CheckpointEvaluator(str(eval_only), evaluate, "accuracy", layout).evaluate_pending()
+    assert calls == [10, 20, 25]
