@@ -61,8 +61,15 @@ def tf_preprocess_text(texts: tf.Tensor, lower: bool = True) -> tf.Tensor:
     texts = tf_text.normalize_utf8(texts, "NFKD")
     texts = tf.strings.regex_replace(texts, patterns["combining"], "")
     if lower:
+        # tf.strings.lower stops at a NUL byte (the rest of the text would be lost): NUL goes through
+        # it as a private-use character, which has no case, and comes back after.
+        texts = tf.strings.regex_replace(texts, "\x00", _NUL_STAND_IN)
         texts = tf.strings.lower(texts, encoding="utf-8")
+        texts = tf.strings.regex_replace(texts, _NUL_STAND_IN, "\x00")
     return texts
+
+
+_NUL_STAND_IN = "\U000F0000"  # plane 15 private use: no case, and nothing a text to tokenize holds
 
 
 class TFTokenizer(tf.Module):

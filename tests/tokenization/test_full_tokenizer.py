@@ -148,3 +148,60 @@ def test_model_and_vocab_files_on_a_remote_filesystem(spm_model_path, reference_
         "[PAD]": 0, "[UNK]": 1, "hello": 2, " ": 3, "world": 4}
     with pytest.raises(FileNotFoundError, match=f"{root}/missing.model"):
         FullTokenizer(spm_model_file=f"{root}/missing.model")
+
+
+def _lattice_viterbi_pieces(sp, text: str) -> list[str]:
+    """SentencePiece's unigram segmentation as the original's era computed it: v0.1.85's Lattice::Viterbi
+    (src/unigram_model.cc), in float32 as there. Nodes are every vocabulary piece starting at each
+    character, inserted by start position; each node keeps its best predecessor, the first one on a tie
+    (strict >). For text that needs no normalization beyond '▁' for spaces and no unknown characters."""
+    import numpy as np
+
+    normalized = "▁" + text.replace(" ", "▁")
+    longest = max(len(sp.id_to_piece(i)) for i in range(sp.get_piece_size()))
+    n = len(normalized)
+    ends: list[list[tuple[int, int, np.float32]]] = [[] for _ in range(n + 1)]  # (start, id, backtrace score)
+    best_at = {0: (np.float32(0.0), None)}
+    nodes_by_start = []
+    for start in range(n):
+        for length in range(1, min(longest, n - start) + 1):
+            piece = normalized[start:start + length]
+            piece_id = sp.piece_to_id(piece)
+            if sp.id_to_piece(piece_id) == piece and not sp.is_unknown(piece_id) and not sp.is_control(piece_id):
+                nodes_by_start.append((start, length, piece_id))
+    assert all(any(s == start for s, _, _ in nodes_by_start) for start in range(n)), "unknown character"
+    order = {node: k for k, node in enumerate(nodes_by_start)}  # insertion order, as end_nodes_ holds them
+    backtrace: dict[tuple, tuple] = {}
+    for position in range(n + 1):
+        enders = sorted((node for node in nodes_by_start if node[0] + node[1] == position), key=order.get)
+        lefts = [(None, np.float32(0.0))] if position == 0 else [(node, backtrace[node][1]) for node in enders]
+        for right in [node for node in nodes_by_start if node[0] == position] + ([None] if position == n else []):
+            score = np.float32(0.0) if right is None else np.float32(sp.get_score(right[2]))
+            best = None
+            for left, left_score in lefts:
+                total = np.float32(left_score + score)
+                if best is None or total > best[1]:
+                    best = (left, total)
+            if right is None:
+                final = best[0]
+            else:
+                backtrace[right] = best
+    pieces, node = [], final
+    while node is not None:
+        pieces.append(normalized[node[0]:node[0] + node[1]])
+        node = backtrace[node][0]
+    return pieces[::-1]
+
+
+@pytest.mark.parametrize("text", ["call to (888) 382-1222.", "$900000 (about r7.5-million)", "about 2.666 million",
+                                  "the nasdaq composite index rose 1.666 points",
+                                  "the quick brown fox jumps over the lazy dog"])
+def test_segmentation_ties_resolve_as_in_the_originals_sentencepiece(tokenizer, text):
+    """Repeated digits make ties between segmentations ('888': '8 88' or '88 8', the same pieces in another
+    order), decided by float32 sums and the order of the lattice's nodes. The Python path must decide them
+    as the SentencePiece of the original's time (0.1.85's Lattice::Viterbi, ported above); sentencepiece
+    0.1.99 / 0.2.0 and tensorflow-text's copy (the in-graph tokenizer) decide '888' the other way."""
+    pieces = tokenizer.tokenize(text)
+    if any(p.endswith(",") and len(p) > 1 for p in pieces):  # the digit-comma rule re-encodes these pieces
+        pytest.fail(f"pick a text without the digit-comma rule: {pieces}")
+    assert pieces == _lattice_viterbi_pieces(tokenizer.sp_model, text)

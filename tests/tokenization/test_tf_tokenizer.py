@@ -76,6 +76,7 @@ def test_matches_python_on_unicode_edge_cases(tf_tokenizer, shared):
 
     python = FullTokenizer(spm_model_file=shared("data", "spm", "30k-clean.model"))
     texts = ["a ¨b ¨", "ﬁne ﬂow", "İstanbul", "ΣΑΣ ΟΔΟΣ", "x\u0301y", "\u3000full\u2003width ", "½ ², 3²,",
-             "Ⅻ, ①,", "٣,٤", "1,000,\u00a0", "\x1cA\x1fB\x85C", "", "   ", "ǅemal", "ẞtraße", "ﬀ1,"]
+             "Ⅻ, ①,", "٣,٤", "1,000,\u00a0", "\x1cA\x1fB\x85C", "", "   ", "ǅemal", "ẞtraße", "ﬀ1,",
+             "The first part.\x00 The second part", "a\x00b"]  # tf.strings.lower alone stops at a NUL
     got = tf_tokenizer.tokenize(tf.constant(texts)).to_list()
     assert got == [python.tokenize_to_ids(t) for t in texts]
