@@ -92,6 +92,9 @@ def task_and_job_from_flags():
     log_positive_class(processor.spec)
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
+    if FLAGS.export_dir and not FLAGS.spm_model_file:  # before training, not after it
+        raise ValueError("--export_dir: the raw-text signature needs --spm_model_file (SentencePiece model); "
+                         "a WordPiece --vocab_file cannot be exported")
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
     job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)

@@ -198,6 +198,8 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
                       f"--init_checkpoint={tmp_path / 'none'}"],
         "padded and buckets": ["--task_name=MRPC", "--do_train", *base, "--pad_to_max_length",
                                "--seq_length_buckets=16,32"],
+        "wordpiece export": ["--task_name=MRPC", "--do_train", base[0], base[1], base[3], base[4],
+                             f"--vocab_file={tmp_path / 'vocab.txt'}", f"--export_dir={tmp_path / 'export'}"],
     }
     results = driver_errors(cases)
     expected = {
@@ -209,11 +211,13 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "bad label": f"{bad_dir / 'RTE' / 'dev.tsv'}:2: unknown label 'maybe'",
         "padded and buckets": "--pad_to_max_length keeps every row at --max_seq_length, so --seq_length_buckets "
                               "would be ignored",
+        "wordpiece export": "a WordPiece --vocab_file cannot be exported",  # before training, not after it
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
         assert text in results[name]["stderr"], (name, results[name]["stderr"])
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,
