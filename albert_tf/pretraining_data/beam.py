@@ -207,22 +207,23 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
                 report = json.loads(f.read().decode())
             if report["shards"] != list(range(len(config.output_files))):
                 raise RuntimeError(f"the pipeline wrote shards {report['shards']} of {len(config.output_files)}")
+            facts, counters = st.corpus_facts(tuple(report["facts"]))
+            stats = InstanceStats(**report["stats"])
+            for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
+                setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
+            shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
+            summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
+            summary["settings"]["runner"] = "beam"
+            summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
+            # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
+            if bio.is_remote(summary_file):
+                bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
+            else:
+                write_summary_json(summary_file, summary)
             FileSystems.rename([st.temp_output(temp_dir, j) for j in range(len(config.output_files))],
                                list(config.output_files))
         finally:
             bio.remove_tree(temp_dir)
-        facts, counters = st.corpus_facts(tuple(report["facts"]))
-        stats = InstanceStats(**report["stats"])
-        for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
-            setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
-        shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
-        summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
-        summary["settings"]["runner"] = "beam"
-        summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
-        if bio.is_remote(summary_file):
-            bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
-        else:
-            write_summary_json(summary_file, summary)
         summary["summary_file"] = summary_file
         return summary
 
