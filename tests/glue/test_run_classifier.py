@@ -187,6 +187,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
             f"--spm_model_file={spm_model}", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=32"]
     bad_dir = tmp_path / "bad"
     (bad_dir / "RTE").mkdir(parents=True)
+    # A WordPiece vocab of the config's size: it would train, and fail only at the export, after training.
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (tmp_path / "vocab.txt").write_text("\n".join(specials + [f"w{i}" for i in range(30000 - 5)]) + "\n")
     (bad_dir / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
     cases = {
         "unknown task": ["--task_name=SST2", "--do_train", *base],
