@@ -116,13 +116,14 @@ def work_dir_parent(config: PipelineConfig) -> str:
 def remove_leftovers(config: PipelineConfig) -> None:
     """Removes, with a warning, the parts and the work folder a killed run (SIGKILL, out of memory) left
     for these outputs: under their locks, nothing else can be writing them."""
-    found = []
+    names_by_folder: dict[str, set[str]] = {}
     for path in config.output_files:
-        if is_remote(path):
-            continue
-        folder, name = os.path.split(os.path.abspath(path))
-        part = re.compile(re.escape(name + TMP_MARK) + r"[0-9a-f]{32}" + re.escape(PART_SUFFIX))
-        found += [os.path.join(folder, n) for n in os.listdir(folder) if part.fullmatch(n)]
+        if not is_remote(path):
+            folder, name = os.path.split(os.path.abspath(path))
+            names_by_folder.setdefault(folder, set()).add(name)
+    part = re.compile(r"(.+)" + re.escape(TMP_MARK) + r"[0-9a-f]{32}" + re.escape(PART_SUFFIX))
+    found = [os.path.join(folder, n) for folder, names in names_by_folder.items() for n in os.listdir(folder)
+             if (match := part.fullmatch(n)) and match.group(1) in names]  # one listing per folder
     parent, prefix = work_dir_parent(config), work_dir_prefix(config)
     if os.path.isdir(parent):
         found += [os.path.join(parent, n) for n in os.listdir(parent)
