@@ -49,18 +49,19 @@ def names_in(folder: str) -> list[str]:
         return []
 
 
-def files_extending(prefix: str, name_pattern: str) -> list[str]:
-    """The files named ``<prefix's name><name_pattern>`` (an fnmatch pattern) in the prefix's folder.
-    The prefix is taken literally: with tf.io.gfile.glob a folder like ``runs/exp[1]`` is a pattern
-    that matches ``runs/exp1``, and its cleanup would delete that folder's files."""
+def files_extending(prefix: str, *name_patterns: str) -> list[str]:
+    """The files named ``<prefix's name><pattern>`` (fnmatch patterns) in the prefix's folder, from one
+    listing. The prefix is taken literally: with tf.io.gfile.glob a folder like ``runs/exp[1]`` is a
+    pattern that matches ``runs/exp1``, and its cleanup would delete that folder's files."""
     folder, base = os.path.split(prefix)
-    pattern = glob.escape(base) + name_pattern
-    return sorted(os.path.join(folder, name) for name in names_in(folder) if fnmatch.fnmatchcase(name, pattern))
+    patterns = [glob.escape(base) + pattern for pattern in name_patterns]
+    return sorted(os.path.join(folder, name) for name in names_in(folder)
+                  if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns))
 
 
 def _files_of(prefix: str) -> list[str]:
     """The files of one checkpoint prefix (its index and data shards, nothing else)."""
-    return files_extending(prefix, ".data-*") + files_extending(prefix, ".index")
+    return files_extending(prefix, ".data-*", ".index")
 
 
 def _remove_quietly(paths: list[str]) -> None:
