@@ -40,10 +40,9 @@ from albert_tf.pretraining_data.config import (
     PipelineConfig,
     PretrainingDataError,
     check_tokenizer,
-    default_summary_file,
     validate,
 )
-from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked
+from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked, summary_path
 from albert_tf.pretraining_data.summary import build_summary, write_summary_json
 
 # Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
@@ -214,7 +213,7 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
             shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
             summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
             summary["settings"]["runner"] = "beam"
-            summary_file = config.summary_file or default_summary_file(",".join(config.output_files))
+            summary_file = summary_path(config)
             # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
             if bio.is_remote(summary_file):
                 bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
