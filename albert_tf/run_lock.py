@@ -15,6 +15,9 @@ run that loses that race looks again and finds the winner's live lock.  Remote f
 (``gs://``) have no atomic create through ``tf.io.gfile``: both files are written after checking
 that there is none, which narrows but cannot close the window of two runs starting (or taking
 over) at the same instant.
+
+``RunLock`` also holds single files: create_pretraining_data takes ``<output>.lock`` for each
+output it writes (``pretraining_data.outputs``).
 """
 from __future__ import annotations
 
