@@ -46,21 +46,31 @@ def check_outputs(config: PipelineConfig, runner: str) -> None:
         for path in filter(None, paths):
             if any(_same_file(path, output) for output in outputs):
                 raise PretrainingDataError(f"--output_file would replace {flag}={path}: pick another --output_file")
-    local = [path for path in outputs if not is_remote(path)]
-    for path in local:
-        if os.path.isdir(path):
+    for path in outputs:
+        if not is_remote(path) and os.path.isdir(path):
             raise PretrainingDataError(f"--output_file: {path} is a folder; give a file name (records are "
                                        f"written to that file, the summary beside it)")
     listed = _listed_outputs(summary)
-    for path in local:
+    for path in outputs:
         if path == summary:
-            if os.path.exists(path) and listed is None:
+            if _exists(path) and listed is None:
                 raise PretrainingDataError(f"{path} exists and is not a summary create_pretraining_data.py wrote; "
                                            f"move it away or pick another --output_file")
-        elif os.path.exists(path) and os.path.basename(path) not in (listed or ()):
+        elif _exists(path) and _identity(path) not in (listed or ()):
             raise PretrainingDataError(f"--output_file: {path} exists and create_pretraining_data.py did not write "
                                        f"it (no summary of ours at {summary} lists it); move it away or pick "
                                        f"another --output_file")
+
+
+def output_paths_from_summary(config: PipelineConfig) -> list[str]:
+    """The outputs as the summary records them for check_outputs: local ones relative to the summary's
+    folder (so the record holds wherever the run was started from), remote ones as given."""
+    summary = summary_path(config)
+    if is_remote(summary):
+        return list(config.output_files)
+    folder = os.path.dirname(os.path.abspath(summary))
+    return [path if is_remote(path) else os.path.relpath(os.path.abspath(path), folder)
+            for path in config.output_files]
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -69,18 +79,51 @@ def _same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _identity(path: str) -> str:
+    return path if is_remote(path) else os.path.realpath(path)
+
+
+def _exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(path)
+    from apache_beam.io.filesystems import FileSystems  # only the Beam runner takes remote outputs
+
+    return FileSystems.exists(path)
+
+
+def _read_json(path: str) -> object:
+    if not is_remote(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
 def _listed_outputs(summary: str) -> set[str] | None:
-    """The names of the outputs our summary at ``summary`` lists; None if there is none of ours."""
-    if is_remote(summary) or not os.path.isfile(summary):
+    """The outputs (their _identity) our summary at ``summary`` lists; None if there is none of ours.
+
+    A file counts as listed by where it is, not by its name: ``out/dev`` in a summary beside
+    ``out/train`` does not make a user's ``data/dev`` ours."""
+    if not _exists(summary) or (not is_remote(summary) and not os.path.isfile(summary)):
         return None
     try:
-        with open(summary, encoding="utf-8") as f:
-            written = json.load(f)
+        written = _read_json(summary)
     except (OSError, ValueError):
         return None
     if not isinstance(written, dict) or not isinstance(written.get("output_files"), list):
         return None
-    return {os.path.basename(str(path)) for path in written["output_files"]}
+    folder = summary if is_remote(summary) else os.path.dirname(os.path.abspath(summary))
+    relative = written.get("output_paths_from_summary")
+    if isinstance(relative, list):
+        return {path if is_remote(path) or is_remote(summary) else os.path.realpath(os.path.join(folder, path))
+                for path in map(str, relative)}
+    # A summary from before the paths were recorded: only outputs beside it, by name.
+    if is_remote(summary):
+        return {str(path) for path in written["output_files"]}
+    return {os.path.realpath(os.path.join(folder, os.path.basename(str(path)))) for path in written["output_files"]}
 
 
 @contextlib.contextmanager

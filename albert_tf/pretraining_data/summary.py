@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from albert_tf.pretraining_data.config import PipelineConfig
 from albert_tf.pretraining_data.options import InstanceStats
+from albert_tf.pretraining_data.outputs import output_paths_from_summary
 from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters
 from albert_tf.fileio import atomic_write_text
 
@@ -59,6 +60,7 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
     return {
         "instances": n,
         "output_files": list(config.output_files),
+        "output_paths_from_summary": output_paths_from_summary(config),  # what check_outputs takes as ours
         "input_files": list(config.input_files),
         "documents": facts.documents,
         "sentences": facts.sentences,

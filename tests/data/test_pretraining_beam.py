@@ -13,6 +13,7 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from albert_tf.pretraining_data.beam import create_pretraining_data_beam
 from albert_tf.pretraining_data.beam_io import input_ranges, read_range
 from albert_tf.pretraining_data.pipeline import PretrainingDataError, create_pretraining_data
+from albert_tf.pretraining_data.outputs import check_outputs
 from albert_tf.pretraining_data.reading import ReadCounters, iter_blocks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -229,12 +230,21 @@ def test_remote_paths_go_through_beam_file_systems(tmp_path, tmp_path_factory, m
     local = create_pretraining_data(make_config(remote / "corpus" / "part-0.txt", spm_model, [local_out],
                                                 input_files=tuple(str(remote / "corpus" / f"part-{k}.txt")
                                                                   for k in range(2))))
+    (remote / "out").mkdir()
+    (remote / "out" / "theirs").write_bytes(b"an object we did not write")
+    theirs = make_config(None, f"fake://{remote}/model.spm", [f"fake://{remote}/out/theirs"], input_files=files)
+    with pytest.raises(PretrainingDataError, match=f"fake://{remote}/out/theirs exists and create_pretraining"):
+        create_pretraining_data_beam(theirs, IN_MEMORY)
+    assert (remote / "out" / "theirs").read_bytes() == b"an object we did not write"
+    os.remove(remote / "out" / "theirs")
+
     config = make_config(None, f"fake://{remote}/model.spm", [f"fake://{remote}/out/data"], input_files=files,
                          block_size_mb=0.01)
     summary = create_pretraining_data_beam(config, IN_MEMORY)
     assert (remote / "out" / "data").read_bytes() == local_out.read_bytes()
     assert summary["instances"] == local["instances"] > 0
     assert sorted(os.listdir(remote / "out")) == ["data", "data.summary.json"]  # temporaries removed
+    check_outputs(config, "beam")  # a rerun may replace what this run wrote
 
 
 def _cli(tmp_path, corpus, spm_model, *flags):

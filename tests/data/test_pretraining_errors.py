@@ -224,6 +224,28 @@ def test_outputs_it_did_not_write_are_refused_before_any_work(tmp_path, spm_mode
     assert sorted(p.name for p in tmp_path.glob("ours.*")) == ["ours.tfrecord", "ours.tfrecord.summary.json"]
 
 
+def test_an_output_is_ours_by_where_it_is_not_by_its_name(tmp_path, spm_model, make_config, monkeypatch):
+    """A summary listing out/dev.tfrecord does not make a user's data/dev.tfrecord ours: it was replaced
+    when outputs were matched by name. Our own outputs are still ours when the rerun starts elsewhere
+    and names them by other relative paths."""
+    corpus = _small_corpus(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "data").mkdir()
+    monkeypatch.chdir(tmp_path)
+    create_pretraining_data(make_config(corpus, spm_model, ["out/train.tfrecord", "out/dev.tfrecord"]))
+    users = tmp_path / "data" / "dev.tfrecord"
+    users.write_bytes(b"the user's own dev records")
+    with pytest.raises(PretrainingDataError, match=f"{users} exists and create_pretraining_data.py did not"):
+        create_pretraining_data(make_config(corpus, spm_model, ["out/train.tfrecord", str(users)]))
+    assert users.read_bytes() == b"the user's own dev records"
+
+    monkeypatch.chdir(tmp_path / "out")
+    rerun = create_pretraining_data(make_config(corpus, spm_model, ["train.tfrecord", "../out/dev.tfrecord"],
+                                                random_seed=7))
+    assert rerun["settings"]["random_seed"] == 7
+    assert rerun["output_paths_from_summary"] == ["train.tfrecord", "dev.tfrecord"]
+
+
 def test_a_second_run_on_the_same_output_is_refused_and_a_killed_runs_leftovers_are_removed(tmp_path, spm_model):
     """While another process holds <output>.lock, a run on that output stops in one line and writes
     nothing. What a killed run left for the output (its part, its work folder) is removed by the next
