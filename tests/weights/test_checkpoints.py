@@ -140,6 +140,21 @@ def test_saving_keeps_other_checkpoints_in_the_state_file(tmp_path):
     assert not list(tmp_path.glob("*tmp-write*"))
 
 
+def test_saving_keeps_entries_whose_files_cannot_be_seen_from_here(tmp_path):
+    """A state file the user keeps beside a converted checkpoint may list checkpoints on a disk not
+    mounted here; converting into the folder used to drop those entries."""
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/mnt/elsewhere/model.ckpt-9000"\n'
+                                         'all_model_checkpoint_paths: "/mnt/elsewhere/model.ckpt-8000"\n'
+                                         'all_model_checkpoint_paths: "/mnt/elsewhere/model.ckpt-9000"\n')
+    model = AlbertModel(_config())
+    model(model.dummy_inputs())
+    save_tf1_checkpoint(model, str(tmp_path / "model.ckpt"))
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert list(state.all_model_checkpoint_paths) == ["/mnt/elsewhere/model.ckpt-8000",
+                                                      "/mnt/elsewhere/model.ckpt-9000", str(tmp_path / "model.ckpt")]
+    assert state.model_checkpoint_path == str(tmp_path / "model.ckpt")
+
+
 @pytest.mark.parametrize("damage", ["truncated_data", "garbage_index", "missing_data"])
 def test_damaged_init_checkpoint_is_one_line_naming_the_file(tmp_path, damage, random_tf1_checkpoint):
     random_tf1_checkpoint(_config(), tmp_path / "ours" / "model.ckpt")
