@@ -228,6 +228,20 @@ def discover_labels(train_file: str | None, fmt: str | None, label_column: str, 
 
 
 def write_labels(output_dir: str, labels: tuple[str, ...] | None) -> str:
-    """``labels.txt``: one label per line in class-id order, or the regression mark."""
+    """``labels.txt``: one label per line in class-id order, or the regression mark.
+
+    One already there is kept when it says the same, and refused when it does not: it is the user's own
+    file or a run's on other labels, whose checkpoints this run's head does not fit."""
     text = REGRESSION_MARK + "\n" if labels is None else "".join(label + "\n" for label in labels)
-    return atomic_write_text(os.path.join(output_dir, LABELS_FILE), text)
+    path = os.path.join(output_dir, LABELS_FILE)
+    try:
+        there = read_text(path)
+    except UnicodeDecodeError:
+        there = ""  # not text of ours
+    if there is None:
+        return atomic_write_text(path, text)
+    if there != text:
+        shown = "regression" if labels is None else ", ".join(labels)
+        raise GlueDataError(f"{path} exists and does not list this run's labels ({shown}); it is another "
+                            f"file or a run on other labels: pick another --output_dir or move it away")
+    return path

@@ -114,7 +114,12 @@ def test_driver_errors_exit_1_and_write_nothing(tmp_path, tiny_config_file, spm_
     three.write_text("text\tlabel\na\tx\nb\ty\nc\tz\n")
     out = tmp_path / "out"
     base = _train_args(tiny_config_file, spm_model, out, 10)
+    theirs = tmp_path / "their_folder"
+    theirs.mkdir()
+    (theirs / "labels.txt").write_text("my own notes on labels\n")
     results = driver_errors({
+        "a labels.txt not of this run": [*_train_args(tiny_config_file, spm_model, theirs, 10), "--do_train",
+                                         f"--train_file={train}", "--text_columns=text"],
         "empty dev text": [*base, "--do_train", "--do_eval", f"--train_file={train}", f"--dev_file={dev}",
                            "--text_columns=text"],
         "missing column": [*base, "--do_train", f"--train_file={train}", "--text_columns=sentence"],
@@ -128,8 +133,12 @@ def test_driver_errors_exit_1_and_write_nothing(tmp_path, tiny_config_file, spm_
     assert "needs the labels of the training run: no labels.txt" in results["no labels anywhere"]["stderr"]
     assert "--key_metric=f1: not available for this data (3 labels); use one of ['accuracy']" in \
         results["f1 of three labels"]["stderr"]
+    assert results["a labels.txt not of this run"]["stderr"] == (
+        f"run_classifier.py: error: {theirs / 'labels.txt'} exists and does not list this run's labels (neg, pos); "
+        "it is another file or a run on other labels: pick another --output_dir or move it away\n")
     assert all(r["code"] == 1 for r in results.values()), results
     assert not out.exists() or not any(out.iterdir())  # nothing written
+    assert (theirs / "labels.txt").read_text() == "my own notes on labels\n"
 
 
 def _load_export(out):
