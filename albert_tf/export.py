@@ -73,9 +73,12 @@ def _export_remotely(module: tf.Module, export_path: str, staged: str, config_di
     first, so a failed or killed save leaves the previous export as it was; only then is the previous
     one removed and the new one copied into place, ``saved_model.pb`` last (a copy cut short is not
     loadable, and ``check_export_path`` names it)."""
+    keep_staged = False
     try:
         tf.saved_model.save(module, staged, signatures=module.signatures())
         check_export_path(export_path)  # still an export of ours
+        # From here on the staged export is the only whole one: a failure keeps it and says where it is.
+        keep_staged = True
         if tf.io.gfile.exists(export_path):
             tf.io.gfile.rmtree(export_path)
         copies = [(posixpath.join(folder, name), posixpath.join(export_path, folder[len(staged):].lstrip("/"), name))
@@ -83,8 +86,14 @@ def _export_remotely(module: tf.Module, export_path: str, staged: str, config_di
         for src, dst in sorted(copies, key=lambda pair: pair[0].endswith("saved_model.pb")):
             tf.io.gfile.makedirs(posixpath.dirname(dst))
             tf.io.gfile.copy(src, dst, overwrite=True)
+        keep_staged = False
+    except (tf.errors.OpError, OSError) as e:
+        if keep_staged:
+            raise RuntimeError(f"replacing {export_path} failed ({e}); the new export is whole at {staged}: "
+                               f"copy it there, or rerun") from e
+        raise
     finally:
-        if tf.io.gfile.exists(staged):
+        if not keep_staged and tf.io.gfile.exists(staged):
             tf.io.gfile.rmtree(staged)
         shutil.rmtree(config_dir, ignore_errors=True)
 
@@ -209,6 +218,8 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
             os.replace(export_path, old)
         os.replace(tmp, export_path)
     finally:
+        if not os.path.exists(export_path) and os.path.exists(old):
+            os.replace(old, export_path)  # interrupted between the renames: the previous export goes back
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(config_dir, ignore_errors=True)

@@ -339,3 +339,47 @@ def test_a_remote_export_keeps_the_previous_one_until_the_new_one_is_whole(expor
     second = tree(target)
     assert sorted(second) == sorted(first) and second["/saved_model.pb"] != first["/saved_model.pb"]
     assert [e.rstrip("/") for e in tf.io.gfile.listdir(bucket)] == ["hub"]
+
+    # A copy into place that fails (quota, network) after the previous export was removed: the new
+    # export stays whole where it was staged, and the error says where.
+    copy, copied = tf.io.gfile.copy, []
+
+    def quota(src, dst, overwrite=False):
+        if len(copied) == 2:
+            raise tf.errors.ResourceExhaustedError(None, None, "quota exceeded")
+        copied.append(dst)
+        copy(src, dst, overwrite=overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "copy", quota)
+    with pytest.raises(RuntimeError, match=f"replacing {target} failed .*quota exceeded.*the new export is whole at "
+                                           f"{bucket}/"):
+        export.export_hub_module(model, target, spm_model_file=spm, max_seq_length=SEQ)
+    monkeypatch.undo()
+    (staged,) = [e.rstrip("/") for e in tf.io.gfile.listdir(bucket) if e.rstrip("/") != "hub"]
+    assert sorted(tree(f"{bucket}/{staged}")) == sorted(first)
+    assert tf.saved_model.load(f"{bucket}/{staged}").signatures
+
+
+def test_an_interrupt_between_the_renames_puts_the_previous_export_back(exported, tmp_path, monkeypatch):
+    """Locally the previous export is moved aside, then the new one renamed into place; Ctrl-C between
+    the two renames lost both (the cleanup removed the one moved aside)."""
+    from albert_tf import export
+
+    _, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    first = (target / "saved_model.pb").read_bytes()
+    replace, calls = os.replace, []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    monkeypatch.undo()
+    assert (target / "saved_model.pb").read_bytes() == first
+    assert sorted(os.listdir(tmp_path)) == ["hub"]
