@@ -21,5 +21,6 @@ test: setup
 demo: setup
 	$(PY) -m albert_tf.demo --output_dir=demo_output
 
+# Only what setup builds: demo_output*/ may be a user's folder the demo went around, so it stays.
 clean:
-	rm -rf $(VENV) demo_output demo_output-* build *.egg-info
+	rm -rf $(VENV) build *.egg-info
