@@ -30,7 +30,7 @@ from albert_tf.data import batching, datasets
 from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
-from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper, CheckpointEvaluator
+from albert_tf.training.checkpoint_evaluation import BEST_TRIAL_FILENAME, BestCheckpointKeeper, CheckpointEvaluator
 from albert_tf.training.checkpoint_policy import newest_intact_weights
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
@@ -69,10 +69,25 @@ class FineTuningJob:
 
 def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
     """The one rule for which weights evaluate-without-training, predict and export use:
-    model.ckpt-best in output_dir, else its newest intact checkpoint, else ``init_checkpoint``."""
+    model.ckpt-best in output_dir, else its newest intact checkpoint, else ``init_checkpoint``.
+
+    When best_trial.txt names a best step but model.ckpt-best is gone (a run killed while replacing
+    it), that step's own checkpoint is the same weights; without it the run stops rather than
+    predict with other weights than the chosen ones."""
     best = os.path.join(output_dir, files.BEST_BASENAME)
     if tf.io.gfile.exists(best + ".index"):
         return best
+    _, best_step, _ = BestCheckpointKeeper(output_dir, "").read()
+    if best_step >= 0:
+        same = files.checkpoint_prefix(output_dir, best_step)
+        if tf.io.gfile.exists(same + ".index"):
+            logging.warning("%s is missing; using %s, the step %s names as the best", best,
+                            same, BEST_TRIAL_FILENAME)
+            return same
+        raise ValueError(f"{os.path.join(output_dir, BEST_TRIAL_FILENAME)} names step {best_step} as the best, but "
+                         f"neither {best} nor that step's checkpoint is there (a run stopped while copying it?): "
+                         f"rerun with --do_eval to choose the best again, or move {BEST_TRIAL_FILENAME} away to "
+                         f"use the newest checkpoint")
     latest = newest_intact_weights(output_dir)
     if latest:
         return latest

@@ -81,6 +81,16 @@ def test_best_checkpoint_selection_and_reruns(task, job, monkeypatch):
     assert _bias_of(os.path.join(out, "model.ckpt-best"))[0] == 40.0
     # Predict/export use model.ckpt-best.
     assert resolve_weights(out, None) == os.path.join(out, "model.ckpt-best")
+    # A run killed while replacing model.ckpt-best left it without an index: the chosen step's own
+    # checkpoint is the same weights; without that either, no other weights pass for the best.
+    os.remove(os.path.join(out, "model.ckpt-best.index"))
+    assert resolve_weights(out, None) == os.path.join(out, "model.ckpt-40")
+    for name in os.listdir(out):
+        if name.startswith("model.ckpt-40."):
+            os.remove(os.path.join(out, name))
+    with pytest.raises(ValueError, match="best_trial.txt names step 40 as the best, but neither .*model.ckpt-best "
+                                         "nor that step's checkpoint is there"):
+        resolve_weights(out, None)
 
 
 def test_predicting_over_only_damaged_checkpoints_stops_instead_of_using_init_checkpoint(task, job, tmp_path):
