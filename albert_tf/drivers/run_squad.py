@@ -36,8 +36,7 @@ Differences from the original, on purpose:
   the SentencePiece model or a feature setting changes; feature-file flags naming
   files this tool did not write (the original's TFRecord and pickle) are refused;
 - rare answers (README, "SQuAD"): whitespace-only spans skipped, 1.1 questions
-  without a valid n-best span searched over the whole grid, no 1.1 starts inside
-  the question;
+  without a valid n-best span searched over the whole grid;
 - training runs on albert_tf's loop: --distribution_strategy, --mixed_precision,
   --enable_xla, exact resume from --output_dir.
 """

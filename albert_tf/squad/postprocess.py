@@ -6,8 +6,7 @@ As ALBERT's ``accumulate_predictions_v1/v2`` + ``write_predictions_v1/v2``:
   v2 the model's beam (``start_n_top`` × ``end_n_top``). A candidate is kept
   when start and end lie in the window's context, the window is the start
   piece's max-context window, end >= start and the span has at most
-  ``max_answer_length`` pieces. (The original v1 let starts inside the question
-  through; we do not.)
+  ``max_answer_length`` pieces.
 - Windows are combined as the original does: the candidates of all windows of a
   question form one list ranked by start + end score; the text of a span is
   the original context from its first piece's first character to its last
@@ -129,7 +128,9 @@ def v2_candidates(meta: FeatureMeta, result: RawResultV2, max_answer_length: int
 def _softmax(scores: Sequence[float]) -> list[float]:
     top = max(scores)
     exps = [math.exp(s - top) for s in scores]
-    total = sum(exps)
+    total = 0.0
+    for e in exps:  # left to right, as the original: sum() of floats is compensated from Python 3.12
+        total += e
     return [e / total for e in exps]
 
 
@@ -214,7 +215,7 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
     paths = []
     for name, payload in files:
         path = os.path.join(output_dir, name)
-        atomic_write_text(path, json.dumps(payload, indent=4, ensure_ascii=False) + "\n")
+        atomic_write_text(path, json.dumps(payload, indent=4) + "\n")  # the original's bytes (\\u escapes)
         paths.append(path)
     return paths
 

@@ -44,6 +44,10 @@ def test_v1_oracle_logits_answer_every_question(convert, shared, tmp_path):
     paths = postprocess.write_prediction_files(str(tmp_path), out)
     assert [p.split("/")[-1] for p in paths] == ["predictions.json", "nbest_predictions.json"]
     assert json.load(open(paths[0])) == out.predictions
+    # The original's bytes: json.dumps(..., indent=4) + "\n", non-ASCII answers ("2½") as \u escapes.
+    assert any(not text.isascii() for text in out.predictions.values())
+    for path, payload in zip(paths, (out.predictions, out.nbest)):
+        assert open(path, "rb").read() == (json.dumps(payload, indent=4) + "\n").encode("ascii")
 
 
 def _beam(f, rng, k1=5, k2=5):
@@ -103,6 +107,20 @@ def test_span_rules_and_v1_fallback():
     assert out.predictions["toy"] == "aa bb" and len(out.nbest["toy"]) == 1
     with pytest.raises(ValueError, match="'toy'.*no model output"):
         postprocess.predict_v1([example], [meta], {}, 3, 3)
+
+
+def test_probabilities_add_up_left_to_right_as_the_original():
+    """The original's _compute_softmax adds the exponentials one by one; Python 3.12's sum() of floats
+    is compensated and can differ in the last bit (this guards interpreters from 3.12 on)."""
+    import math
+
+    scores = [0.0, -2.7, -1.5, -0.8, -2.3, -1.9]
+    exps = [math.exp(s - max(scores)) for s in scores]
+    total = 0.0
+    for e in exps:
+        total += e
+    assert total != math.fsum(exps)  # the correctly rounded sum differs in the last bit here
+    assert postprocess._softmax(scores) == [e / total for e in exps]
 
 
 def test_v2_without_valid_candidates_predicts_null():
