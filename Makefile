@@ -15,8 +15,13 @@ $(STAMP): setup.py
 	$(PY) -m pip install --quiet -e '.[test,beam]'
 	touch $(STAMP)
 
+# Two pytest workers by default (one per core of the CI machine): most tests wait on a driver's start-up or
+# a small model's tracing, so two overlap well. A file's tests stay on one worker (module fixtures run once).
+# TEST_WORKERS=0 runs them in this process, one after another.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m albert_tf.demo --output_dir=demo_output

@@ -28,7 +28,7 @@ setup(
         # tf.lite.Interpreter is deprecated). 2.3.0 installs beside tensorflow 2.21 / numpy 2.4 /
         # protobuf 6.33 with `pip check` clean (it adds only backports.strenum and tqdm).
         "tflite": ["ai-edge-litert==2.3.0"],
-        "test": ["pytest>=8", "ai-edge-litert==2.3.0"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "ai-edge-litert==2.3.0"],
         # create_pretraining_data --runner=beam. Pinned beside the TensorFlow family: 2.77 was measured
         # to install with tensorflow 2.21 / tf-keras 2.21 / tensorflow-text 2.21.1 (protobuf 6.33,
         # numpy 2.4) with `pip check` clean (it moves protobuf from 7.x to 6.33, which TensorFlow accepts).
