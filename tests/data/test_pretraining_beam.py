@@ -22,7 +22,8 @@ IN_MEMORY_2 = "--runner=FnApiRunner --direct_running_mode=in_memory --direct_num
 ONE_PROCESS = "--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=1"
 TWO_PROCESSES = "--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=2"
 # Differ by design: how the order was made, the settings, timing and the file names.
-NOT_COMPARED = ("shuffle", "settings", "elapsed_seconds", "instances_per_second", "output_files", "summary_file")
+NOT_COMPARED = ("shuffle", "settings", "elapsed_seconds", "instances_per_second", "output_files",
+                "output_paths_from_summary", "summary_file")
 
 
 def _messy_files(folder):
@@ -109,6 +110,7 @@ def test_beam_writes_the_local_bytes(tmp_path, tmp_path_factory, make_config, ra
         if key not in NOT_COMPARED:
             assert written[key] == local_summary[key], key
     assert sorted(os.listdir(tmp_path)) == ["beam-0", "beam-0.summary.json", "beam-1", "beam-2"]  # no temporaries
+    assert written["output_paths_from_summary"] == ["beam-0", "beam-1", "beam-2"]
 
 
 def test_beam_errors_are_the_local_tool_s(tmp_path, make_config, spm_model):
