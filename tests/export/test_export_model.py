@@ -372,14 +372,15 @@ def test_an_interrupt_between_the_renames_puts_the_previous_export_back(exported
     replace, calls = os.replace, []
 
     def interrupted(src, dst):
-        calls.append(dst)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
+        calls.append((os.fspath(src), os.fspath(dst)))
+        if os.fspath(dst) == str(target) and len([c for c in calls if c[1] == str(target)]) == 1:
+            raise KeyboardInterrupt  # the new export's rename into place, after the old one moved aside
         replace(src, dst)
 
     monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
     monkeypatch.undo()
+    assert [src for src, dst in calls if dst != str(target)][-1] == str(target)  # the old one had been moved
     assert (target / "saved_model.pb").read_bytes() == first
     assert sorted(os.listdir(tmp_path)) == ["hub"]
