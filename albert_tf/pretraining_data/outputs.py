@@ -115,14 +115,14 @@ def _listed_outputs(summary: str) -> set[str] | None:
         return None
     if not isinstance(written, dict) or not isinstance(written.get("output_files"), list):
         return None
-    folder = summary if is_remote(summary) else os.path.dirname(os.path.abspath(summary))
     relative = written.get("output_paths_from_summary")
+    if is_remote(summary):  # remote paths are recorded whole
+        return set(map(str, relative if isinstance(relative, list) else written["output_files"]))
+    folder = os.path.dirname(os.path.abspath(summary))
     if isinstance(relative, list):
-        return {path if is_remote(path) or is_remote(summary) else os.path.realpath(os.path.join(folder, path))
+        return {path if is_remote(path) else os.path.realpath(os.path.join(folder, path))
                 for path in map(str, relative)}
     # A summary from before the paths were recorded: only outputs beside it, by name.
-    if is_remote(summary):
-        return {str(path) for path in written["output_files"]}
     return {os.path.realpath(os.path.join(folder, os.path.basename(str(path)))) for path in written["output_files"]}
 
 

@@ -215,7 +215,7 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
     paths = []
     for name, payload in files:
         path = os.path.join(output_dir, name)
-        atomic_write_text(path, json.dumps(payload, indent=4) + "\n")  # the original's bytes (\\u escapes)
+        atomic_write_text(path, json.dumps(payload, indent=4) + "\n")  # the original's bytes: non-ASCII as \u escapes
         paths.append(path)
     return paths
 

@@ -22,8 +22,8 @@ def _write_then_publish(prefix: str, write: Callable[[str], object]) -> str:
     prefix = prefix if is_remote(prefix) else os.path.abspath(prefix)
     files.write_prefix_atomically(write, prefix)
     folder = os.path.dirname(prefix)
-    # Every entry the state file had stays, even one whose files cannot be seen from here (gs://, a
-    # disk not mounted): this job did not write them. The converted checkpoint becomes the latest.
+    # Every entry the state file had stays, even one whose files cannot be seen from here (a disk not
+    # mounted): this job did not write them. The converted checkpoint becomes the latest.
     listed = [p for p in files.all_checkpoints(folder) if p != prefix]
     on_disk = [p for p in files.checkpoints_on_disk(folder) if p != prefix and p not in listed]
     files.write_state_file(folder, prefix, listed + on_disk + [prefix])
