@@ -99,6 +99,10 @@ def _validate(config) -> list[str]:
     if f.export_dir and f.version_2_with_negative:
         problems.append("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
                         "not available with --version_2_with_negative")
+    if f.export_dir:
+        from albert_tf.squad.export import check_export_dir
+
+        problems.extend(check_export_dir(f.export_dir))
     if f.do_train and not f.train_file:
         problems.append("--do_train needs --train_file")
     if f.do_predict and not f.predict_file:

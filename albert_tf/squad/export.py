@@ -15,11 +15,14 @@ As the original's, with the SavedModel open to any batch size and length:
 ``--serving_precision=bfloat16`` makes the SavedModel compute its matmuls in bf16 (outputs float32);
 the TFLite file stays float32.
 
-Both are written under temporary names and renamed when complete.
+Both are written under temporary names and renamed when complete. An ``albert_model.tflite``
+already in ``<export_dir>`` is replaced only if it is such a span model (``check_export_dir``):
+anything else there is the user's and stops the run before any work.
 """
 from __future__ import annotations
 
 import os
+import warnings
 
 import tensorflow as tf
 
@@ -57,6 +60,39 @@ class SpanServing(tf.Module):
         return tf.function(self.serve, input_signature=specs).get_concrete_function()
 
 
+def _span_signature(flat: bytes) -> dict | None:
+    """The ``serving_default`` signature's input and output names of a TFLite flatbuffer, or None."""
+    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice: reading names is all we do
+        warnings.simplefilter("ignore")
+        try:
+            signatures = tf.lite.Interpreter(model_content=flat).get_signature_list()
+        except (ValueError, RuntimeError):
+            return None
+    signature = signatures.get("serving_default")
+    return signature and {"inputs": set(signature["inputs"]), "outputs": set(signature["outputs"])}
+
+
+def check_export_dir(export_dir: str) -> list[str]:
+    """Problems (one line each) with ``--export_dir``: a file where the folder should be, or an
+    ``albert_model.tflite`` there that is not a span model as this export writes it (the user's: not replaced)."""
+    if not tf.io.gfile.exists(export_dir):
+        return []
+    if not tf.io.gfile.isdir(export_dir):
+        return [f"--export_dir={export_dir} is a file; expected a folder"]
+    problems = []
+    saved = os.path.join(export_dir, SAVED_MODEL_DIR)
+    if tf.io.gfile.exists(saved) and not tf.io.gfile.isdir(saved):
+        problems.append(f"--export_dir: {saved} is a file; the SavedModel versions go in a folder of that name")
+    tflite = os.path.join(export_dir, TFLITE_FILE)
+    if tf.io.gfile.exists(tflite):
+        ours = {"inputs": set(INPUTS), "outputs": set(OUTPUTS)}
+        if tf.io.gfile.isdir(tflite) or _span_signature(tf.io.gfile.GFile(tflite, "rb").read()) != ours:
+            problems.append(f"--export_dir: {tflite} is not a SQuAD span model from this export (a TFLite "
+                            f"file with inputs {', '.join(INPUTS)} and outputs {', '.join(OUTPUTS)}); "
+                            f"not replacing it: give another --export_dir")
+    return problems
+
+
 def export_span_model(model, export_dir: str, max_seq_length: int,
                       serving_precision: str = DEFAULT_SERVING_PRECISION) -> tuple[str, str]:
     """Writes the SavedModel (computing in `serving_precision`) and the TFLite file (float32:
@@ -64,6 +100,9 @@ def export_span_model(model, export_dir: str, max_seq_length: int,
     if getattr(model, "version_2", False):
         raise ValueError("--export_dir exports the SQuAD 1.1 span model (run_squad_v1.py's); "
                          "it is not available with --version_2_with_negative")
+    problems = check_export_dir(export_dir)  # again: training may have run for hours since the flags were checked
+    if problems:
+        raise ValueError("; ".join(problems))
     serving = SpanServing(model_for_serving(model, serving_precision), max_seq_length)
     lite = SpanServing(model_for_serving(model, "float32"), max_seq_length)
     with new_version_folder(os.path.join(export_dir, SAVED_MODEL_DIR)) as (tmp, saved):

@@ -236,6 +236,9 @@ def test_driver_errors(common, shared, tmp_path):
     dev = f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q-broken"}]}]}]}))
+    users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
+    users_export.mkdir()
+    (users_export / "albert_model.tflite").write_bytes(b"TFL3 not ours")
     cases = [
         ([f"--output_dir={tmp_path / 'a'}", "--do_predict", dev, "--max_seq_length=67",
           "--max_query_length=64"], "--max_seq_length (67) must be greater than --max_query_length (64) + 3"),
@@ -244,6 +247,8 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'c'}", dev], "at least one of --do_train, --do_predict or --export_dir"),
         ([f"--output_dir={tmp_path / 'g'}", "--do_predict", dev, "--version_2_with_negative",
           f"--export_dir={tmp_path / 'x'}"], "--export_dir exports the SQuAD 1.1 span model"),
+        ([f"--output_dir={tmp_path / 'h'}", f"--export_dir={users_export}"],
+         f"{users_export / 'albert_model.tflite'} is not a SQuAD span model from this export"),
         ([f"--output_dir={tmp_path / 'd'}", "--max_seq_length=256", "--do_predict", dev],
          "--max_seq_length=256 exceeds max_position_embeddings (128)"),
         ([f"--output_dir={tmp_path / 'e'}", "--do_predict", dev],
@@ -257,3 +262,4 @@ def test_driver_errors(common, shared, tmp_path):
     assert len(outputs) == len(cases) + 1, run.stderr[-3000:]
     for (args, message), before, after in zip(cases, outputs[:-1], outputs[1:]):
         assert after.startswith("1") and message in before, (args, before[-1500:])
+    assert (users_export / "albert_model.tflite").read_bytes() == b"TFL3 not ours"
