@@ -105,6 +105,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     return path
 
 
+def atomic_write_texts(texts: dict[str, str]) -> list[str]:
+    """Writes files that belong together (``path -> text``, UTF-8) so that a kill or a full disk leaves
+    either all of them or none replaced: every file is written whole under its temporary name before
+    the first rename. Returns the paths."""
+    with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
+        for path, text in texts.items():
+            tmp = renames.enter_context(atomic_output(path))
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+    return [os.fspath(path) for path in texts]
+
+
 def give_umask_modes(folder: str) -> None:
     """Gives a folder written by this job, and everything in it, the modes the umask gives new files and
     folders: TensorFlow copies a SavedModel's assets with their source's mode (a read-only tokenizer model

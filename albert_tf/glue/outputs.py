@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from albert_tf.fileio import atomic_write_text
+from albert_tf.fileio import atomic_write_texts
 from albert_tf.glue.processors import InputExample, TaskSpec
 from albert_tf.training.results import ResultsLayout, format_value
 
@@ -63,9 +63,8 @@ def write_predictions(
         submit = [spec.labels[int(i)] for i in ids]
     test_results = os.path.join(output_dir, TEST_RESULTS_FILE)
     submit_results = os.path.join(output_dir, SUBMIT_RESULTS_FILE)
-    atomic_write_text(test_results, "".join(line + "\n" for line in result_lines))
-    atomic_write_text(
-        submit_results,
-        "index\tprediction\n" + "".join(f"{e.guid}\t{p}\n" for e, p in zip(examples, submit)),
-    )
+    atomic_write_texts({  # together: a kill leaves both files of one run
+        test_results: "".join(line + "\n" for line in result_lines),
+        submit_results: "index\tprediction\n" + "".join(f"{e.guid}\t{p}\n" for e, p in zip(examples, submit)),
+    })
     return test_results, submit_results

@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from albert_tf.squad.data import SquadExample
-from albert_tf.fileio import atomic_write_text
+from albert_tf.fileio import atomic_write_texts
 from albert_tf.squad.records import FeatureMeta
 from albert_tf.training.results import ResultsLayout, format_eval_results
 
@@ -208,16 +208,13 @@ def predict_v2(examples: Sequence[SquadExample], metas: Sequence[FeatureMeta],
 
 
 def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[str]:
-    """predictions.json, nbest_predictions.json and (2.0) null_odds.json, atomically."""
+    """predictions.json, nbest_predictions.json and (2.0) null_odds.json, atomically and together."""
     files = [(PREDICTIONS_FILE, result.predictions), (NBEST_FILE, result.nbest)]
     if result.null_odds is not None:
         files.append((NULL_ODDS_FILE, result.null_odds))
-    paths = []
-    for name, payload in files:
-        path = os.path.join(output_dir, name)
-        atomic_write_text(path, json.dumps(payload, indent=4) + "\n")  # the original's bytes: non-ASCII as \u escapes
-        paths.append(path)
-    return paths
+    # The original's bytes (non-ASCII as \u escapes); the files replaced together, so a kill leaves no mixed set.
+    return atomic_write_texts({os.path.join(output_dir, name): json.dumps(payload, indent=4) + "\n"
+                               for name, payload in files})
 
 
 TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh", "original_exact", "original_f1")

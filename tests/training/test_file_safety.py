@@ -10,7 +10,7 @@ import stat
 import pytest
 import tensorflow as tf
 
-from albert_tf.fileio import atomic_write_text, umask_mode
+from albert_tf.fileio import atomic_write_text, atomic_write_texts, umask_mode
 from albert_tf.glue.outputs import RESULTS_LAYOUT
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.training.checkpoint_policy import CheckpointPolicy
@@ -149,6 +149,20 @@ def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
     assert _mode(tmp_path / "checkpoint") == want
     for f in tmp_path.glob(os.path.basename(prefix) + ".*"):  # TensorFlow's own files: the same mode
         assert _mode(f) == want, f
+
+
+def test_files_that_belong_together_are_replaced_together(tmp_path):
+    """SQuAD's predictions.json / nbest_predictions.json, GLUE's test_results.tsv / submit_results.tsv: a
+    failure while writing the second (here a text UTF-8 cannot encode) leaves the first one old as well."""
+    pair = [tmp_path / "predictions.json", tmp_path / "nbest_predictions.json"]
+    atomic_write_texts({pair[0]: "old 1", pair[1]: "old 2"})
+    with pytest.raises(UnicodeEncodeError):
+        atomic_write_texts({pair[0]: "new 1", pair[1]: "new \ud800"})
+    assert [p.read_text() for p in pair] == ["old 1", "old 2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in pair)  # no temporaries left
+    assert atomic_write_texts({pair[0]: "new 1", pair[1]: "new 2"}) == [str(p) for p in pair]
+    assert [p.read_text() for p in pair] == ["new 1", "new 2"]
+    assert {_mode(p) for p in pair} == {umask_mode()}
 
 
 def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
