@@ -98,7 +98,8 @@ def _train_and_evaluate(config, strategy) -> None:
         evaluator = checkpoint_evaluator(trainer, FLAGS.max_eval_steps)
         if not FLAGS.do_train and not known_checkpoints(FLAGS.output_dir):
             raise ValueError(f"--do_eval: no checkpoint in {FLAGS.output_dir} to evaluate")
-        evaluator.evaluate_pending(trainer.is_scheduled_save if FLAGS.do_train else None)
+        evaluator.evaluate_pending(trainer.is_scheduled_save if FLAGS.do_train else None,
+                                   eval_only=not FLAGS.do_train)
     if FLAGS.do_train:
         if evaluator is not None:
             trainer.add_save_hook(evaluator.after_save)

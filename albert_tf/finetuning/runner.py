@@ -86,8 +86,8 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
             return same
         raise ValueError(f"{os.path.join(output_dir, BEST_TRIAL_FILENAME)} names step {best_step} as the best, but "
                          f"neither {best} nor that step's checkpoint is there (a run stopped while copying it?): "
-                         f"rerun with --do_eval to choose the best again, or move {BEST_TRIAL_FILENAME} away to "
-                         f"use the newest checkpoint")
+                         f"move {BEST_TRIAL_FILENAME} away, then rerun: with --do_eval the checkpoints on disk are "
+                         f"evaluated and the best chosen again, without it the newest checkpoint is used")
     latest = newest_intact_weights(output_dir)
     if latest:
         return latest
@@ -207,7 +207,7 @@ class _Runner:
         if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
         else:
-            evaluator.evaluate_pending()
+            evaluator.evaluate_pending(eval_only=True)
         return model
 
     def predict(self, model, weights: str) -> dict[str, Any]:

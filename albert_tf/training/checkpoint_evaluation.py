@@ -38,6 +38,15 @@ class BestCheckpointKeeper:
         self.best_prefix = os.path.join(output_dir, files.BEST_BASENAME)
         self.info_path = os.path.join(output_dir, BEST_TRIAL_FILENAME)
 
+    def check_ours(self) -> None:
+        """Refuses (one line) a ``model.ckpt-best`` that no evaluation here wrote: ours always has
+        ``best_trial.txt`` beside it (written before the first copy), as the original's has. Google's
+        releases ship a ``model.ckpt-best``: an --output_dir holding one must not lose it."""
+        if tf.io.gfile.exists(self.best_prefix + ".index") and not tf.io.gfile.exists(self.info_path):
+            raise RunError(f"{self.best_prefix} is not from an evaluation in this folder (there is no "
+                           f"{BEST_TRIAL_FILENAME} beside it): not replacing it; give another --output_dir, "
+                           f"or move it away")
+
     def read(self) -> tuple[int, int, float | None]:
         """(last evaluated step, best step, best value); (-1, -1, None) before any."""
         text = read_run_text(self.info_path)
@@ -70,6 +79,9 @@ class BestCheckpointKeeper:
         if math.isnan(value):
             logging.warning("%s = nan at step %d: this checkpoint cannot be the best", self.metric, step)
         if better:
+            self.check_ours()
+            if not tf.io.gfile.exists(self.info_path):  # first: it marks the model.ckpt-best to come as ours
+                atomic_write_text(self.info_path, "-1:-1:nan")  # nothing evaluated yet
             self._copy_to_best(checkpoint_path)
             best_step, best = step, value
             logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
@@ -107,6 +119,9 @@ class CheckpointEvaluator:
         self.layout = layout
         self.writes = writes
         self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
+        self.damaged: list[str] = []  # why each checkpoint pending() left out is damaged
+        if writes:
+            self.keeper.check_ours()  # before any work
         self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
 
     def pending(self) -> list[str]:
@@ -124,14 +139,19 @@ class CheckpointEvaluator:
                 damaged.append(reason)
         if damaged:
             logging.warning("Not evaluating damaged checkpoint(s): %s.", "; ".join(damaged))
+        self.damaged = damaged
         return intact
 
-    def evaluate_pending(self, on_schedule: Callable[[int], bool] | None = None) -> int:
+    def evaluate_pending(self, on_schedule: Callable[[int], bool] | None = None, eval_only: bool = False) -> int:
         """Evaluates each not-yet-evaluated checkpoint (left by an interrupted run, or an
         eval-only run's); returns how many. ``on_schedule(step)`` False: a resumed training run's
         checkpoint saved when it was stopped, off the --save_checkpoints_steps schedule. It is not a
-        candidate for the best: an uninterrupted run has no such checkpoint."""
+        candidate for the best: an uninterrupted run has no such checkpoint. ``eval_only``: a run that
+        only evaluates stops (one line) when every checkpoint it should evaluate is damaged, rather
+        than end as if it had evaluated something."""
         paths = self.pending()
+        if eval_only and not paths and self.damaged:
+            raise RunError(f"no intact checkpoint to evaluate in {self.output_dir}: {'; '.join(self.damaged)}")
         if on_schedule is not None:
             off = [p for p in paths if not on_schedule(files.step_of(p))]
             if off:

@@ -24,7 +24,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.fileio import TMP_MARK, atomic_write_text
+from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, umask_mode
 
 CHECKPOINT_BASENAME = "model.ckpt"
 BEST_BASENAME = "model.ckpt-best"
@@ -89,6 +89,8 @@ def _move_checkpoint_files(src_prefix: str, dst_prefix: str, copy: bool = False)
         try:
             for src, tmp in zip(files, staged):
                 tf.io.gfile.copy(src, tmp, overwrite=True)
+                if not is_remote(tmp):  # a copy keeps its source's mode; a new file gets the umask's
+                    os.chmod(tmp, umask_mode())
         except BaseException:
             _remove_quietly(staged)
             raise

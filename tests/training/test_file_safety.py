@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from albert_tf.fileio import atomic_write_text, atomic_write_texts, umask_mode
 from albert_tf.glue.outputs import RESULTS_LAYOUT
-from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
+from albert_tf.errors import RunError
+from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper, CheckpointEvaluator
 from albert_tf.training.checkpoint_policy import CheckpointPolicy
 from albert_tf.training.distribution import WorkerInfo
 from albert_tf.weights import files, load_checkpoint
@@ -111,6 +112,44 @@ def test_evaluation_skips_damaged_checkpoints_naming_them(tmp_path, caplog):
         assert evaluator.pending() == [str(tmp_path / "model.ckpt-10"), str(tmp_path / "model.ckpt-30")]
     assert any(f"{data} is damaged" in r.getMessage() and "Not evaluating" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_model_ckpt_best_no_evaluation_here_wrote_is_never_replaced(tmp_path):
+    """Google's releases ship model.ckpt-best: an --output_dir holding one (no best_trial.txt beside it)
+    is refused before any work, its files untouched. Ours always has best_trial.txt beside it, even
+    right after the first copy; it is replaced by a better checkpoint as before."""
+    user = tmp_path / "release"
+    user.mkdir()
+    files.write_checkpoint_atomically(tf.train.Checkpoint(w=tf.Variable([7.0])), str(user / "model.ckpt-best"))
+    before = {p.name: p.read_bytes() for p in user.iterdir()}
+    with pytest.raises(RunError, match=r"model.ckpt-best is not from an evaluation in this folder \(there is no "
+                                       r"best_trial.txt beside it\): not replacing it"):
+        CheckpointEvaluator(str(user), lambda p: {"eval_accuracy": 0.5}, "eval_accuracy", RESULTS_LAYOUT)
+    assert {p.name: p.read_bytes() for p in user.iterdir()} == before
+
+    out = tmp_path / "run"
+    first = _save(out, 10)
+    os.chmod(first + ".index", 0o600)  # a copy must not keep its source's mode
+    keeper = BestCheckpointKeeper(str(out), "eval_accuracy")
+    assert keeper.update(first, {"eval_accuracy": 0.5})
+    assert (out / "best_trial.txt").read_text() == "10:10:0.5"
+    assert _mode(out / "model.ckpt-best.index") == umask_mode()
+    CheckpointEvaluator(str(out), lambda p: {"eval_accuracy": 0.5}, "eval_accuracy", RESULTS_LAYOUT)  # ours
+    assert keeper.update(_save(out, 20), {"eval_accuracy": 0.75})
+    assert tf.train.load_variable(str(out / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 20.0
+
+
+def test_an_evaluation_only_run_with_every_checkpoint_damaged_stops(tmp_path):
+    for step in (10, 20):
+        _save(tmp_path, step)
+        data = tmp_path / f"model.ckpt-{step}.data-00000-of-00001"
+        data.write_bytes(data.read_bytes()[:-8])
+    evaluator = CheckpointEvaluator(str(tmp_path), lambda p: {"eval_accuracy": 0.5}, "eval_accuracy",
+                                    RESULTS_LAYOUT)
+    with pytest.raises(RunError, match=f"no intact checkpoint to evaluate in {tmp_path}: .*model.ckpt-10.data"):
+        evaluator.evaluate_pending(eval_only=True)
+    assert evaluator.evaluate_pending() == 0  # a training run's leftovers: it goes on training
+    assert not (tmp_path / "eval_results.txt").exists()
 
 
 def test_retention_never_deletes_checkpoints_the_run_did_not_write(tmp_path):
