@@ -140,6 +140,7 @@ def pretraining_task(
         eval_dataset_fn=dataset_fn(eval_batch_size, False) if input_file else None,
         init_fn=init_fn if init_checkpoint else None,
         loss_denominators_fn=loss_denominators,
+        train_data=f"--input_file={input_file}",
     )
 
 

@@ -65,13 +65,21 @@ def _summaries_by_output(input_files: Sequence[str]) -> dict[str, tuple[str, dic
     return found
 
 
-def check_pretraining_data(input_files: Sequence[str], vocab_size: int, config_file: str) -> None:
+def check_pretraining_data(input_files: Sequence[str], vocab_size: int, config_file: str,
+                           lengths: dict[str, int] | None = None) -> None:
     """Raises ``VocabMismatchError`` when a create_pretraining_data summary of an input file
     records a tokenizer of another size than ``vocab_size`` (files without one are checked
-    in-graph while training)."""
+    in-graph while training), and ``ValueError`` when it records other ``lengths`` (flag name ->
+    value: ``max_seq_length``, ``max_predictions_per_seq``) than the run's."""
     summaries = _summaries_by_output(input_files)
     for input_file in input_files:
         path, summary = summaries.get(os.path.abspath(input_file), (None, None))
+        settings = summary.get("settings") if summary else None
+        for name, value in (lengths or {}).items():
+            made = settings.get(name) if isinstance(settings, dict) else None
+            if isinstance(made, int) and made != value:
+                raise ValueError(f"{input_file} was made with --{name}={made} ({path}) but this run has "
+                                 f"--{name}={value}: pass {made}, or make the data again")
         recorded = summary.get("vocab_size") if summary else None
         if isinstance(recorded, int) and recorded != vocab_size:
             raise VocabMismatchError(

@@ -90,6 +90,10 @@ def make_tfrecord_dataset(
     if batch_size_per_replica < 1:
         raise ValueError(f"batch_size_per_replica must be >= 1, got {batch_size_per_replica}")
     files = expand_file_patterns(file_patterns)
+    if not any(tf.io.gfile.stat(f).length > 0 for f in files):  # stops at the first file with bytes
+        # A repeated dataset of no records never yields (nor ends): a run would spin forever.
+        raise ValueError(f"every input file is empty (0 bytes), so there are no records to read: "
+                         f"{', '.join(files[:5])}{', ...' if len(files) > 5 else ''}")
     repeat = is_training if repeat is None else repeat
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0

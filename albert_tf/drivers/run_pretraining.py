@@ -66,7 +66,9 @@ def main(argv) -> int:
     _check_flags()
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if FLAGS.input_file:
-        check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file)
+        check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file,
+                               {"max_seq_length": FLAGS.max_seq_length,
+                                "max_predictions_per_seq": FLAGS.max_predictions_per_seq})
     strategy = strategy_from_flags()
     worker = worker_info(strategy)
     # The run lock before the first write (the evaluation of checkpoints left by an earlier run).

@@ -192,6 +192,7 @@ class _Runner:
             train_dataset_fn=datasets.train_dataset_fn(train.cached, config.train_batch_size, config.seed,
                                                        self.task.shuffle_buffer, self.lengths, job.group_by_length),
             init_fn=fine_tuning_init(job.init_checkpoint),
+            train_data=f"the feature cache {train.cached.record_file} (move it away and it is built again)",
         )
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)
         if job.do_eval and trainer.worker.is_chief:

@@ -73,6 +73,34 @@ def last_good_checkpoint(path: str | None) -> str:
             "check --init_checkpoint and the input data.")
 
 
+def resume_point(path: str | None) -> str:
+    """Where a rerun after a stop resumes."""
+    return f"a rerun resumes from {path}" if path else "no checkpoint was written yet"
+
+
+# What tf.data's readers and parsers say about records they cannot read.
+_DATA_WORDS = re.compile(r"corrupted record|truncated record|Is this even a TFRecord|serialized Example|"
+                         r"Can't parse|Feature: |Key: ", re.IGNORECASE)
+
+
+def is_data_error(err: BaseException) -> bool:
+    """Whether an OpError from a training step comes from reading or parsing its records."""
+    return isinstance(err, tf.errors.DataLossError) or bool(
+        _DATA_WORDS.search(getattr(err, "message", None) or str(err)))
+
+
+def op_error_reason(err: BaseException) -> str:
+    """An OpError's own words on one line: without 'Graph execution error', the Python stack of the
+    node and TensorFlow's node and op names."""
+    message = getattr(err, "message", None) or str(err)
+    lines = [line.strip() for line in message.splitlines()]
+    kept = [line for line in lines if line and not line.startswith(("Graph execution error", "Detected at node",
+                                                                     "File \"", "[[", "Error in user-defined",
+                                                                     "<stack traces unavailable>"))]
+    text = " ".join(kept) or message.strip().splitlines()[0]
+    return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]|\{\{[^}]*\}\}", "", text).strip()
+
+
 def is_lost_peer(err: BaseException) -> bool:
     if isinstance(err, (tf.errors.InternalError, tf.errors.UnknownError)):
         return bool(_PEER_WORDS.search(getattr(err, "message", None) or str(err)))

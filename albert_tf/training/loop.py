@@ -76,6 +76,7 @@ class Task:
       per-replica batches (``input_context.get_per_replica_batch_size(global_batch)``),
       sharded by ``input_context.input_pipeline_id``; training data must repeat.
       ``data.make_tfrecord_dataset`` builds such datasets.
+    train_data: what the training data is, for errors reading it (``--input_file=...``, a cache's path).
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
       (e.g. loading ``--init_checkpoint``).
     loss_denominators_fn: optional ``fn(features) -> {name: scalar}``, sums over the
@@ -93,6 +94,7 @@ class Task:
     eval_dataset_fn: DatasetFn | None = None
     init_fn: Callable[[keras.Model], None] | None = None
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
+    train_data: str = "the training data"
 
 
 @dataclasses.dataclass
@@ -346,6 +348,14 @@ class Trainer:
                 except tf.errors.OutOfRangeError as e:
                     raise ValueError(f"the training dataset ended at step {int(self.global_step.numpy())}: "
                                      f"train_dataset_fn must return a repeating dataset") from e
+                except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+                    if not faults.is_data_error(e):
+                        raise
+                    raise ValueError(
+                        f"reading {self.task.train_data} failed after step {int(self.global_step.numpy())}: "
+                        f"{faults.op_error_reason(e)}: a file is damaged, or was written for other settings "
+                        f"(--max_seq_length, --max_predictions_per_seq); "
+                        f"{faults.resume_point(self.policy.last_intact())}") from e
                 if self._first_loop:
                     self._first_loop = False
                     release_freed_memory()
