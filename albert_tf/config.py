@@ -189,10 +189,13 @@ class AlbertConfig:
 
         if not tf.io.gfile.exists(path):
             raise ConfigError(f"ALBERT config file not found: {path}")
-        with tf.io.gfile.GFile(path, "r") as f:
-            text = f.read()
+        with tf.io.gfile.GFile(path, "rb") as f:
+            raw = f.read()
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte offset {err.start}); expected the JSON of "
+                              f"an albert_config.json") from None
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON ({err})") from None
         try:

@@ -60,9 +60,12 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
         os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
+            # A write's error (a full disk) names no file: say which output it was.
+            raise OSError(e.errno, e.strerror, path) from e
         raise
 
 

@@ -102,9 +102,9 @@ class RunLock:
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(text)
-        except OSError:
+        except OSError as e:
             os.remove(path)  # a full disk: no empty lock that would refuse the next run
-            raise
+            raise OSError(e.errno, f"{e.strerror} (taking the run lock)", path) from e
         return True
 
     def _holder(self) -> dict | None:

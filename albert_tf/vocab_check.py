@@ -24,15 +24,19 @@ def tokenizer_vocab_size(spm_model_file: str | None, vocab_file: str | None) -> 
     from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
 
     if spm_model_file:
-        import sentencepiece
+        from albert_tf.tokenization.spm import load_spm_model
 
-        from albert_tf.tokenization.spm import read_model_bytes
-
-        return sentencepiece.SentencePieceProcessor(model_proto=read_model_bytes(spm_model_file)).get_piece_size()
+        return load_spm_model(spm_model_file).get_piece_size()  # a damaged model: one line naming it
     data = read_bytes(vocab_file)
     if data is None:
         raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-    return sum(1 for line in data.decode("utf-8").split("\n") if line.strip())
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ValueError(f"--vocab_file={vocab_file}:{line}: not UTF-8 text ({e.reason}); expected a WordPiece "
+                         f"vocab.txt, one token per line") from None
+    return sum(1 for line in text.split("\n") if line.strip())
 
 
 def check_tokenizer(spm_model_file: str | None, vocab_file: str | None, vocab_size: int,

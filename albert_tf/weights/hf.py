@@ -268,10 +268,9 @@ def _add_identity_mapping(tensors: dict[str, np.ndarray], spec: name_table.Archi
 def _tokenizer_config(spm_model_file: str, do_lower_case: bool, config) -> tuple[dict, dict]:
     """(tokenizer_config.json for transformers' AlbertTokenizer, the special-token ids
     in the SentencePiece model)."""
-    import sentencepiece as spm
+    from albert_tf.tokenization.spm import load_spm_model
 
-    processor = spm.SentencePieceProcessor()
-    processor.Load(spm_model_file)
+    processor = load_spm_model(spm_model_file)  # a damaged model: one line naming it
     if processor.GetPieceSize() != config.vocab_size:
         raise CheckpointError(f"{spm_model_file}: has {processor.GetPieceSize()} pieces, but the model's "
                               f"vocab_size is {config.vocab_size}; pass the model's own SentencePiece model")

@@ -1,0 +1,57 @@
+"""Inputs that cannot be read, and outputs that cannot be written, are one line naming the file:
+a damaged SentencePiece model, a vocab.txt or albert_config.json that is not UTF-8, a full disk
+under an output (the error of a write names no file by itself)."""
+import errno
+
+import pytest
+
+from albert_tf.cli import error_line
+from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.fileio import atomic_write_text, atomic_write_texts
+from albert_tf.vocab_check import check_tokenizer
+
+
+def test_a_damaged_sentencepiece_model_is_named(shared, tmp_path):
+    damaged = tmp_path / "30k-clean.model"
+    damaged.write_bytes(shared("data", "spm", "30k-clean.model").read_bytes()[:1000])  # a cut download
+    with pytest.raises(ValueError) as err:
+        check_tokenizer(str(damaged), None, 30000, "albert_config.json")
+    assert error_line(err.value).startswith(f"{damaged} is not a SentencePiece model")
+    assert "\n" not in error_line(err.value)
+
+
+def test_a_vocab_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(b"[PAD]\n[UNK]\ncaf\xe9\n")  # Latin-1
+    with pytest.raises(ValueError, match=f"--vocab_file={vocab}:3: not UTF-8 text"):
+        check_tokenizer(None, str(vocab), 3, "albert_config.json")
+
+
+def test_a_config_that_is_not_utf8_is_named(tmp_path):
+    config = tmp_path / "albert_config.json"
+    config.write_bytes(b'{"vocab_size": 30000, "note": "\xff"}')
+    with pytest.raises(ConfigError, match=f"{config}: not UTF-8 text .* at byte offset 31"):
+        AlbertConfig.from_json_file(str(config))
+
+
+@pytest.mark.parametrize("write", ["one", "together"])
+def test_a_full_disk_names_the_output(tmp_path, monkeypatch, write):
+    target = tmp_path / "test_results.tsv"
+    real_open = open
+
+    def open_on_a_full_disk(path, mode="r", *args, **kwargs):
+        f = real_open(path, mode, *args, **kwargs)
+        if "w" in mode:
+            f.write = lambda text: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device"))
+        return f
+
+    monkeypatch.setattr("builtins.open", open_on_a_full_disk)
+    with pytest.raises(OSError) as err:
+        if write == "one":
+            atomic_write_text(target, "x\n")
+        else:
+            atomic_write_texts({target: "x\n"})
+    monkeypatch.undo()
+    assert err.value.errno == errno.ENOSPC
+    assert error_line(err.value) == f"[Errno 28] No space left on device: '{target}'"
+    assert list(tmp_path.iterdir()) == []  # no temporary left behind
