@@ -173,12 +173,18 @@ _STATE_READ_ERRORS = (ValueError, UnicodeDecodeError, tf.errors.OpError)
 _STEP_INDEX = re.compile(re.escape(CHECKPOINT_BASENAME) + r"-(\d+)\.index$")
 
 
-def _listed(output_dir: str) -> list[str] | None:
-    """The checkpoints the state file lists, oldest first; None when it is missing or unreadable."""
+def read_state(output_dir: str):
+    """The state file as TensorFlow reads it (a ``CheckpointState``); None when it is missing,
+    empty, garbled or not UTF-8."""
     try:
-        state = tf.train.get_checkpoint_state(output_dir)
+        return tf.train.get_checkpoint_state(output_dir)
     except _STATE_READ_ERRORS:
         return None
+
+
+def _listed(output_dir: str) -> list[str] | None:
+    """The checkpoints the state file lists, oldest first; None when it is missing or unreadable."""
+    state = read_state(output_dir)
     if state is None:
         return None
     return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]

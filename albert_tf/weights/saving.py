@@ -2,8 +2,9 @@
 Hugging Face folders.
 
 The TF checkpoints write under a temporary prefix, rename the files into place, and only then
-record the checkpoint in the folder's `checkpoint` state file (keeping the
-entries already there), so a failed save leaves nothing that looks loadable.
+record the checkpoint in the folder's `checkpoint` state file (keeping the entries and the latest
+checkpoint already there; a file of that name TensorFlow cannot read is left alone), so a failed
+save leaves nothing that looks loadable.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 from typing import Callable, Optional
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.fileio import is_remote
 from albert_tf.weights import files, hf, kinds
@@ -22,11 +24,20 @@ def _write_then_publish(prefix: str, write: Callable[[str], object]) -> str:
     prefix = prefix if is_remote(prefix) else os.path.abspath(prefix)
     files.write_prefix_atomically(write, prefix)
     folder = os.path.dirname(prefix)
+    latest = prefix
+    if tf.io.gfile.exists(os.path.join(folder, files.STATE_FILENAME)):
+        state = files.read_state(folder)
+        if state is None:  # not a state file TensorFlow reads: someone else's file, left as it is
+            logging.warning("%s is not a checkpoint state file TensorFlow can read: left as it was, without %s",
+                            os.path.join(folder, files.STATE_FILENAME), prefix)
+            return prefix
+        # A run's folder (a TF1 one's too) goes on resuming from its own latest checkpoint.
+        latest = state.model_checkpoint_path or prefix
     # Every entry the state file had stays, even one whose files cannot be seen from here (a disk not
-    # mounted): this job did not write them. The converted checkpoint becomes the latest.
+    # mounted): this job did not write them.
     listed = [p for p in files.all_checkpoints(folder) if p != prefix]
     on_disk = [p for p in files.checkpoints_on_disk(folder) if p != prefix and p not in listed]
-    files.write_state_file(folder, prefix, listed + on_disk + [prefix])
+    files.write_state_file(folder, latest, listed + on_disk + [prefix])
     return prefix
 
 

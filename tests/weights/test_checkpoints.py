@@ -152,7 +152,18 @@ def test_saving_keeps_entries_whose_files_cannot_be_seen_from_here(tmp_path):
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert list(state.all_model_checkpoint_paths) == ["/mnt/elsewhere/model.ckpt-8000",
                                                       "/mnt/elsewhere/model.ckpt-9000", str(tmp_path / "model.ckpt")]
-    assert state.model_checkpoint_path == str(tmp_path / "model.ckpt")
+    # A run's folder (the original's TF1 runs too) goes on resuming from its own latest checkpoint.
+    assert state.model_checkpoint_path == "/mnt/elsewhere/model.ckpt-9000"
+
+
+def test_saving_leaves_a_checkpoint_file_tensorflow_cannot_read_alone(tmp_path):
+    notes = b"my notes about the best checkpoint: step 125000\n"
+    (tmp_path / "checkpoint").write_bytes(notes)
+    model = AlbertModel(_config())
+    model(model.dummy_inputs())
+    save_tf1_checkpoint(model, str(tmp_path / "model.ckpt"))
+    assert (tmp_path / "checkpoint").read_bytes() == notes
+    assert (tmp_path / "model.ckpt.index").exists()
 
 
 @pytest.mark.parametrize("damage", ["truncated_data", "garbage_index", "missing_data"])

@@ -279,6 +279,29 @@ def test_tokenizer_files_for_transformers(tmp_path, shared):
     assert not (tmp_path / "bad").exists()
 
 
+def test_an_interrupted_write_leaves_no_file_and_the_rerun_writes_them_all(tmp_path, shared, monkeypatch):
+    """Ctrl-C while writing the weights (the longest part) or the files after: none of the folder's
+    files is in place, so the rerun (which replaces nothing) goes through."""
+    spm = shared("data", "spm", "30k-clean.model")
+    config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=12, num_hidden_layers=1,
+                          num_attention_heads=3, intermediate_size=20, max_position_embeddings=32)
+    model = AlbertModel(config)
+    model(model.dummy_inputs())
+    folder = tmp_path / "hf"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_hf_checkpoint(model, str(folder), "AlbertModel", spm_model_file=str(spm))
+    assert list(folder.iterdir()) == []
+    monkeypatch.undo()
+    save_hf_checkpoint(model, str(folder), "AlbertModel", spm_model_file=str(spm))
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "spiece.model",
+                                                        "tokenizer_config.json"]
+
+
 # ---- bad input: one line naming the file (and tensor), nothing written ----
 
 def _bad_folder(tmp_path, hf_reference, name):
