@@ -3,15 +3,18 @@
 its checkpoints are evaluated (after each save, the best by MLM accuracy kept)."""
 from __future__ import annotations
 
+import os
+import zlib
 from typing import Any, Mapping
 
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.fileio import is_remote
 from albert_tf.pretraining_data import features as pretraining_features
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
-from albert_tf.data.input_pipeline import make_tfrecord_dataset
+from albert_tf.data.input_pipeline import expand_file_patterns, make_tfrecord_dataset
 from albert_tf.training.loop import Task, Trainer
 from albert_tf.training.results import ResultsLayout
 
@@ -141,7 +144,16 @@ def pretraining_task(
         init_fn=init_fn if init_checkpoint else None,
         loss_denominators_fn=loss_denominators,
         train_data=f"--input_file={input_file}",
+        train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
     )
+
+
+def files_fingerprint(file_patterns: str | list[str]) -> int:
+    """A number that changes when the files the patterns match do (their names, made absolute): a
+    resumed run given other --input_file files fast-forwards its input instead of restoring a
+    position in the old ones."""
+    names = [f if is_remote(f) else os.path.abspath(f) for f in expand_file_patterns(file_patterns)]
+    return zlib.crc32("\n".join(names).encode("utf-8")) or 1
 
 
 VOCAB_MISMATCH = "token id out of range"
@@ -194,7 +206,6 @@ def eval_summary(results: Mapping[str, Any]) -> dict[str, Any]:
 def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> CheckpointEvaluator:
     """Evaluates checkpoints on ``max_eval_steps`` eval batches (every worker takes part, the
     chief writes eval_results.txt, best_trial.txt and model.ckpt-best)."""
-    import os
 
     def evaluate(checkpoint_path: str) -> dict[str, Any]:
         results = eval_summary(trainer.evaluate(max_eval_steps, checkpoint_path=checkpoint_path))

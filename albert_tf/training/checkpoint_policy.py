@@ -38,12 +38,20 @@ from albert_tf.weights.errors import CheckpointError
 
 # The key of the [workers, local replicas, global batch] an input position was saved under.
 TOPOLOGY_KEY = "topology/.ATTRIBUTES/VARIABLE_VALUE"
+DATA_KEY = "data/.ATTRIBUTES/VARIABLE_VALUE"  # which training files a position is in
 _GLOBAL_STEP_KEY = "global_step/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def input_state_prefix(checkpoint_path: str, worker_index: int | str) -> str:
     """Where worker ``worker_index`` keeps its input position for a checkpoint."""
     return f"{checkpoint_path}.input-{worker_index}"
+
+
+def _saved_data_fingerprint(prefix: str) -> int | None:
+    """The training files' fingerprint an input state was saved with (None if not recorded)."""
+    if DATA_KEY not in {name for name, _ in tf.train.list_variables(prefix)}:
+        return None
+    return int(tf.train.load_variable(prefix, DATA_KEY))
 
 
 def _saved_topology(prefix: str) -> list[int]:
@@ -194,13 +202,15 @@ class CheckpointPolicy:
                 f"training from step 0 over them: restore the files, or move them away to start over")
         return None
 
-    def input_resume_plan(self, latest: str | None, topology: list[int]) -> tuple[int, str | None]:
+    def input_resume_plan(self, latest: str | None, topology: list[int],
+                          data_fingerprint: int = 0) -> tuple[int, str | None]:
         """(global batches to skip, saved input position to restore) for resuming from ``latest``.
 
-        A position saved under this topology is restored as it is (instant); otherwise (another
-        worker/replica count or batch size, or none saved) the input stream is rebuilt and
-        fast-forwarded by the checkpoint's step count in global batches, which reads, but does
-        not parse, the records already trained on.
+        A position saved under this topology, in the same training files (``data_fingerprint``, 0:
+        not tracked), is restored as it is (instant); otherwise (another worker/replica count or
+        batch size, other files, or none saved) the input stream is rebuilt and fast-forwarded by
+        the checkpoint's step count in global batches, which reads, but does not parse, the records
+        already trained on.
         """
         if latest is None:
             return 0, None
@@ -209,6 +219,11 @@ class CheckpointPolicy:
         if tf.io.gfile.exists(prefix + ".index"):
             saved = _saved_topology(prefix)
             saved = None if saved == [0] else saved
+        if saved == topology and data_fingerprint and _saved_data_fingerprint(prefix) != data_fingerprint:
+            step = int(tf.train.load_variable(latest, _GLOBAL_STEP_KEY))
+            logging.warning("%s: its input position is in other training files than this run's: fast-forwarding "
+                            "the input by %d global batches of %d examples.", latest, step, topology[-1])
+            return step, None
         if saved == topology:
             return 0, prefix
         step = int(tf.train.load_variable(latest, _GLOBAL_STEP_KEY))

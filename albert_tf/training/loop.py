@@ -77,6 +77,8 @@ class Task:
       sharded by ``input_context.input_pipeline_id``; training data must repeat.
       ``data.make_tfrecord_dataset`` builds such datasets.
     train_data: what the training data is, for errors reading it (``--input_file=...``, a cache's path).
+    train_data_fingerprint: changes when the training files do (0: not tracked); an input position
+      saved in other files is not restored (the stream is fast-forwarded instead).
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
       (e.g. loading ``--init_checkpoint``).
     loss_denominators_fn: optional ``fn(features) -> {name: scalar}``, sums over the
@@ -95,6 +97,7 @@ class Task:
     init_fn: Callable[[keras.Model], None] | None = None
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
     train_data: str = "the training data"
+    train_data_fingerprint: int = 0
 
 
 @dataclasses.dataclass
@@ -315,13 +318,16 @@ class Trainer:
         cfg = self.config
         self._step_settings.check_batch_split()
         latest = self.policy.latest()
-        to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology)
+        data_fingerprint = self.task.train_data_fingerprint
+        to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology, data_fingerprint)
         dataset = self.task.train_dataset_fn(self._input_context(to_skip))
         self._step_settings.check_batches(dataset.element_spec)
         self._ensure_built(dataset.element_spec)
         iterator = iter(dataset)
-        input_checkpoint = tf.train.Checkpoint(
-            iterator=iterator, topology=tf.Variable(self._topology, dtype=tf.int64, trainable=False))
+        input_state = dict(iterator=iterator, topology=tf.Variable(self._topology, dtype=tf.int64, trainable=False))
+        if data_fingerprint:
+            input_state["data"] = tf.Variable(data_fingerprint, dtype=tf.int64, trainable=False)
+        input_checkpoint = tf.train.Checkpoint(**input_state)
         latest = self._restore_or_initialize(latest, input_checkpoint, input_prefix)
         step = int(self.global_step.numpy())
         if latest is not None:

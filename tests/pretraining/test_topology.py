@@ -198,3 +198,16 @@ def test_resume_on_another_topology(one_device_in_two_legs, data, tmp_path, firs
     got = _weights(out)
     worst = max(float(np.abs(got[k] - one_device_in_two_legs[k]).max()) for k in got)
     assert worst <= 1e-5, worst
+
+
+def test_resume_with_other_training_files_fast_forwards(data, tmp_path):
+    """The input position is saved with the training files' names: resumed with other files (here one
+    more: restoring the old position failed on the new file count) the stream is fast-forwarded."""
+    out = str(tmp_path / "more_files")
+    _run(_command(data, out, steps=6, evaluate=False))
+    more = tmp_path / "more.tfrecord"
+    more.write_bytes(pathlib.Path(data["records"]).read_bytes())
+    done = _run([*_command(data, out, evaluate=False), f"--input_file={data['records']},{more}"])
+    assert "its input position is in other training files than this run's: fast-forwarding the input by 6 " \
+           "global batches" in done.stderr
+    assert "Resumed from" in done.stderr and os.path.exists(os.path.join(out, "model.ckpt-12.index"))
