@@ -221,7 +221,12 @@ def discover_labels(train_file: str | None, fmt: str | None, label_column: str, 
         text = read_text(os.path.join(folder, LABELS_FILE))
         if text is not None:
             lines = [line for line in text.splitlines() if line]
-            return None if REGRESSION_MARK in lines else tuple(lines)
+            if REGRESSION_MARK in lines:
+                return None
+            if len(lines) < 2:  # what the training run wrote has two labels or more
+                raise GlueDataError(f"{os.path.join(folder, LABELS_FILE)} holds {len(lines)} label(s); expected the "
+                                    f"training run's labels, one per line in class-id order (two or more)")
+            return tuple(lines)
     raise ValueError(f"--task_name={TASK_NAME} without --train_file needs the labels of the training run: no "
                      f"{LABELS_FILE} in {', '.join(saved_dirs)} (pass --train_file, or the training run's "
                      f"--output_dir or --init_checkpoint)")

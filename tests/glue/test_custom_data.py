@@ -74,6 +74,11 @@ def test_labels_are_found_sorted_and_scores_are_a_regression(tmp_path, caplog):
     custom.write_labels(str(tmp_path), ("neg", "pos"))
     assert custom.discover_labels(None, None, "label", False, [str(tmp_path / "none"), str(tmp_path)]) == (
         "neg", "pos")
+    emptied = tmp_path / "emptied"  # e.g. a copy cut short: one line naming it, not a shape error later
+    emptied.mkdir()
+    (emptied / "labels.txt").write_text("")
+    with pytest.raises(GlueDataError, match=f"{emptied / 'labels.txt'} holds 0 label\\(s\\); expected"):
+        custom.discover_labels(None, None, "label", False, [str(emptied)])
 
 
 @pytest.mark.parametrize("name,content,message", [
