@@ -230,6 +230,8 @@ class _Runner:
             raise ValueError(f"at least one of {', '.join(stages[:-1])} or {stages[-1]} is needed")
         task.check_splits([s for s, wanted in zip(("train", "dev", "test"), (job.do_train, job.do_eval,
                                                                             job.do_predict)) if wanted])
+        if job.do_eval:  # a model.ckpt-best of the user's (a release's) in output_dir: refused before any write
+            BestCheckpointKeeper(job.output_dir, task.key_metric).check_ours()
         worker = worker_info(self.strategy)
         take_over = job.train is not None and job.train.take_over_run_lock
         # The lock before the first write (labels.txt, cached features): a refused run writes nothing.

@@ -102,6 +102,27 @@ def test_a_run_refused_by_the_lock_writes_nothing(tmp_path, tiny_config_file, sp
         holder.wait()
 
 
+def test_a_release_folder_as_output_dir_keeps_its_model_ckpt_best(tmp_path, tiny_config_file, spm_model):
+    """Google's releases ship model.ckpt-best: --output_dir=$ALBERT_DIR with --do_eval (and that very
+    checkpoint as --init_checkpoint) would have replaced it at the first evaluation. One line, nothing
+    written (not even cached features)."""
+    import tensorflow as tf
+
+    release = tmp_path / "albert_base"
+    release.mkdir()
+    tf.train.Checkpoint(w=tf.Variable([1.0])).write(str(release / "model.ckpt-best"))
+    before = _tree(release)
+    train, dev = _write_split(tmp_path, "train", 16, 0), _write_split(tmp_path, "dev", 8, 1)
+    proc = run_classifier(*_train_args(tiny_config_file, spm_model, release, 4), "--do_train", "--do_eval",
+                          f"--init_checkpoint={release / 'model.ckpt-best'}", f"--train_file={train}",
+                          f"--dev_file={dev}", "--text_columns=text")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"run_classifier.py: error: {release / 'model.ckpt-best'} is not from an evaluation in "
+                           f"this folder"), proc.stderr[-3000:]
+    assert _tree(release) == before
+
+
 def test_missing_inputs_leave_no_output_folder(tmp_path, tiny_config_file, spm_model, driver_errors):
     glue = tmp_path / "glue"
     (glue / "MRPC").mkdir(parents=True)
