@@ -112,6 +112,23 @@ def _load_side_file(side_file: str, key: str, record_file: str) -> dict | None:
     return side
 
 
+def check_distinct_caches(caches: Mapping[str, str], side_files: Mapping[str, str | None] | None = None) -> None:
+    """Raises ``ValueError`` (one line) when two splits' feature files are one file: ``caches`` maps what
+    names each (a flag, or its default) to its path, ``side_files`` to its side file (default
+    ``<path>.json``). Each split would rebuild the file under the other (run_race trained on its dev
+    records when --train_file named --eval_file's file)."""
+    side_files = side_files or {}
+    seen: dict[str, str] = {}
+    for name, path in caches.items():
+        side = side_files.get(name) or path + ".json"
+        for what, file in ((name, path), (f"{name}'s side file", side)):
+            key = file if is_remote(file) else os.path.realpath(file)
+            if key in seen:
+                raise ValueError(f"{seen[key]} and {what} are the same file ({file}): each split needs its own "
+                                 f"feature file")
+            seen[key] = what
+
+
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
                    side_file: str | None = None, sizes: Mapping[str, int] | None = None) -> CachedSplit:
     """The records at ``record_file`` if its side file says they were made from ``settings``,

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.feature_cache import check_distinct_caches
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs
 from albert_tf.race import outputs, records
 from albert_tf.race.data import race_files, read_race
@@ -24,6 +25,7 @@ from albert_tf.race.model import DEFAULT_DROPOUT, RaceModel, loss_fn
 
 # split -> the original's default record file in output_dir
 RECORD_FILES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+RECORD_FLAGS = {"train": "--train_file", "dev": "--eval_file", "test": "--predict_file"}  # each overrides its default
 
 
 @dataclasses.dataclass
@@ -52,11 +54,16 @@ class RaceTask(FineTuningTask):
     def check_splits(self, splits) -> None:
         for split in splits:  # a missing folder is reported before any work
             race_files(self.data_dir, split, self.high_only, self.middle_only)
+        check_distinct_caches({RECORD_FLAGS[split] if self.record_files.get(split) else f"the {split} cache":
+                               self._record_file(split) for split in RECORD_FILES})
+
+    def _record_file(self, split: str) -> str:
+        return self.record_files.get(split) or os.path.join(self.output_dir, RECORD_FILES[split])
 
     def load_split(self, split: str) -> Split:
         examples = read_race(self.data_dir, split, self.high_only, self.middle_only)
         data_files = [path for _, path in race_files(self.data_dir, split, self.high_only, self.middle_only)]
-        record_file = self.record_files.get(split) or os.path.join(self.output_dir, RECORD_FILES[split])
+        record_file = self._record_file(split)
         cached = records.cached_features(examples, data_files, record_file, self.tokenizer, self.tokenizer_id,
                                          self.max_seq_length, self.max_qa_length)
         return Split(split, cached, lambda: examples)

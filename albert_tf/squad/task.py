@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.feature_cache import check_distinct_caches
 from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.squad import data, heads, postprocess, records
@@ -98,14 +99,21 @@ class SquadTask(FineTuningTask):
     def results_layout(self):
         return postprocess.checkpoint_layout(self.settings.version_2)
 
+    def check_splits(self, splits) -> None:
+        check_distinct_caches(
+            {"--train_feature_file" if self.train_feature_file else "the train cache": self._record_file(True),
+             "--predict_feature_file" if self.predict_feature_file else "the predict cache": self._record_file(False)},
+            {"--predict_feature_file" if self.predict_feature_file else "the predict cache":
+             self.predict_feature_left_file})
+
+    def _record_file(self, is_training: bool) -> str:
+        if is_training:
+            return self.train_feature_file or os.path.join(self.output_dir, "train.tf_record")
+        return self.predict_feature_file or os.path.join(self.output_dir, "predict.tf_record")
+
     def _features(self, is_training: bool):
         s = self.settings
-        if is_training:
-            source, record = self.train_file, self.train_feature_file or os.path.join(self.output_dir,
-                                                                                      "train.tf_record")
-        else:
-            source, record = self.predict_file, self.predict_feature_file or os.path.join(self.output_dir,
-                                                                                          "predict.tf_record")
+        source, record = (self.train_file if is_training else self.predict_file), self._record_file(is_training)
         return records.build_or_load(source, record, s.spm_model_file, s.max_seq_length, s.doc_stride,
                                      s.max_query_length, is_training=is_training, do_lower_case=s.do_lower_case,
                                      side_file=None if is_training else self.predict_feature_left_file)

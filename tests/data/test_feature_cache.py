@@ -5,7 +5,7 @@ import json
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.feature_cache import FeatureCacheError, cached_records
+from albert_tf.data.feature_cache import FeatureCacheError, cached_records, check_distinct_caches
 from albert_tf.data.records import RecordSchema
 
 SCHEMA = RecordSchema("toy", 1, (("x", "int64", None),))
@@ -137,3 +137,14 @@ def test_a_kill_between_side_file_and_records_rebuilds(tmp_path, monkeypatch):
     assert _read(path) == [1, 2, 3]  # the old records, the new side file
     again = cached_records(path, SCHEMA, {"data": "b"}, _builder(calls, (7, 8, 9, 10)))
     assert not again.reused and _read(path) == [7, 8, 9, 10] and calls == [1, 1, 1]
+
+
+def test_two_splits_cannot_share_a_feature_file(tmp_path):
+    """By any spelling of the path, a record file or a side file (SQuAD's --predict_feature_left_file)."""
+    a, b = str(tmp_path / "a.tf_record"), str(tmp_path / "b.tf_record")
+    check_distinct_caches({"--train_feature_file": a, "--predict_feature_file": b})
+    with pytest.raises(ValueError, match="--train_feature_file and --predict_feature_file are the same file"):
+        check_distinct_caches({"--train_feature_file": a, "--predict_feature_file": str(tmp_path / "." / "a.tf_record")})
+    with pytest.raises(ValueError, match="--train_feature_file's side file and --predict_feature_file's side file"):
+        check_distinct_caches({"--train_feature_file": a, "--predict_feature_file": b},
+                              {"--predict_feature_file": a + ".json"})

@@ -251,6 +251,19 @@ def test_missing_data_dir_is_one_line_and_writes_nothing(setup, tmp_path):
     assert not out.exists()
 
 
+def test_two_splits_given_one_feature_file_is_one_line(setup, tmp_path):
+    """--train_file naming --eval_file's file made training read the dev records (each split rebuilt
+    the file under the other before training opened it), and the run ended well."""
+    out, shared_file = tmp_path / "out", tmp_path / "features" / "shared.tf_record"
+    done = run_race(*_flags(setup, out, "--do_train", "--do_eval", "--train_step=2", f"--train_file={shared_file}",
+                            f"--eval_file={tmp_path / 'features' / '.' / 'shared.tf_record'}"))
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"run_race.py: error: --train_file and --eval_file are the same file "
+        f"({tmp_path / 'features' / '.' / 'shared.tf_record'}): each split needs its own feature file")
+    assert not out.exists() and not shared_file.exists()
+
+
 def test_missing_split_folder_names_the_path(setup, tmp_path):
     from albert_tf.race.synthetic import write_race
 
