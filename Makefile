@@ -10,7 +10,8 @@ setup: $(STAMP)
 
 # Re-install only when the package metadata changes (quick when already done).
 $(STAMP): setup.py
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# A venv whose creation was interrupted (or made without ensurepip) has python but no pip: made again.
+	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,beam]'
 	touch $(STAMP)

@@ -39,3 +39,18 @@ def test_launcher_help_describes_the_driver(driver, flag):
                           cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert f"  {flag}:" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert "launches albert_tf/drivers" not in done.stdout  # the driver's description, not the launcher's
+
+
+def test_setup_makes_again_a_venv_whose_creation_was_interrupted(tmp_path):
+    """`python -m venv` stopped before it installed pip (or run without ensurepip) leaves python but no
+    pip; setup's first step then made every later `make` fail. It now makes the venv again."""
+    first = next(line.strip() for line in (REPO / "Makefile").read_text().splitlines()
+                 if line.startswith("\t") and " -m venv " in line)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=tmp_path, check=True)
+    assert subprocess.run([".venv/bin/python", "-m", "pip", "--version"], cwd=tmp_path,
+                          capture_output=True).returncode != 0
+    command = first.replace("$(PY)", ".venv/bin/python").replace("$(PYTHON)", sys.executable) \
+                   .replace("$(VENV)", ".venv")
+    subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True, timeout=300)
+    assert subprocess.run([".venv/bin/python", "-m", "pip", "--version"], cwd=tmp_path,
+                          capture_output=True).returncode == 0
