@@ -22,16 +22,21 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 import uuid
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
+from albert_tf.run_lock import RunLock
 from albert_tf.tokenization.packing import pack_token_ids
+
+LOCK_SUFFIX = ".lock"  # <export_path>.lock, beside the export, while one is written
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 CONFIG_ASSET = "albert_config.json"
@@ -210,13 +215,18 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         return export_path
     export_path = os.path.abspath(export_path)
     tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
+    os.makedirs(os.path.dirname(export_path), exist_ok=True)
     try:
-        tf.saved_model.save(module, tmp, signatures=module.signatures())
-        give_umask_modes(tmp)
-        check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
-        if os.path.exists(export_path):  # keep the previous export until the new one is in place
-            os.replace(export_path, old)
-        os.replace(tmp, export_path)
+        # One export into a path at a time; under its lock, the folders a killed one left are that path's.
+        with RunLock(export_path + LOCK_SUFFIX, what=f"--export_path={export_path}",
+                     take_over_hint=f"delete {export_path}{LOCK_SUFFIX}"):
+            _recover_killed_export(export_path)
+            tf.saved_model.save(module, tmp, signatures=module.signatures())
+            give_umask_modes(tmp)
+            check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
+            if os.path.exists(export_path):  # keep the previous export until the new one is in place
+                os.replace(export_path, old)
+            os.replace(tmp, export_path)
     finally:
         if not os.path.exists(export_path) and os.path.exists(old):
             os.replace(old, export_path)  # interrupted between the renames: the previous export goes back
@@ -224,3 +234,19 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(config_dir, ignore_errors=True)
     return export_path
+
+
+def _recover_killed_export(export_path: str) -> None:
+    """What a killed export (SIGKILL: no ``finally``) left beside ``export_path``: the previous export it had
+    moved aside goes back when nothing replaced it; half-written new ones and superseded old ones go."""
+    folder, name = os.path.split(export_path)
+    left = re.compile(re.escape(name) + re.escape(TMP_MARK) + r"[0-9a-f]{32}-(export|old)")
+    found = sorted((os.path.join(folder, n) for n in os.listdir(folder) if left.fullmatch(n)), key=os.path.getmtime)
+    moved_aside = [p for p in found if p.endswith("-old")]
+    if moved_aside and not os.path.exists(export_path):
+        os.replace(moved_aside[-1], export_path)
+        logging.warning("%s: put back the previous export, which a killed export had moved aside", export_path)
+    for path in found:
+        if os.path.exists(path):
+            logging.warning("Removing %s, left by a killed export", path)
+            shutil.rmtree(path, ignore_errors=True)

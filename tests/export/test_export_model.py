@@ -384,3 +384,39 @@ def test_an_interrupt_between_the_renames_puts_the_previous_export_back(exported
     assert [src for src, dst in calls if dst != str(target)][-1] == str(target)  # the old one had been moved
     assert (target / "saved_model.pb").read_bytes() == first
     assert sorted(os.listdir(tmp_path)) == ["hub"]
+
+
+def test_what_a_killed_export_left_is_put_back_or_removed(exported, tmp_path):
+    """SIGKILL runs no cleanup: a kill between the renames left the previous export moved aside (and the
+    new one whole beside it), a kill during the save a half-written folder. The next export, under the
+    path's lock, puts the previous one back and removes the rest; a busy path is refused in one line."""
+    import shutil
+
+    from albert_tf import export, run_lock
+
+    _, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    first = (target / "saved_model.pb").read_bytes()
+    moved_aside, half = tmp_path / f"hub.tmp-{'a' * 32}-old", tmp_path / f"hub.tmp-{'b' * 32}-export"
+    os.replace(target, moved_aside)
+    half.mkdir()
+    (half / "variables").mkdir()
+    users = tmp_path / "hub.tmp-mine"  # not a name this package gives: left alone
+    users.mkdir()
+    export._recover_killed_export(str(target))
+    assert (target / "saved_model.pb").read_bytes() == first
+    assert sorted(os.listdir(tmp_path)) == ["hub", "hub.tmp-mine"]
+
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        record = {"host": run_lock.socket.gethostname(), "pid": holder.pid,
+                  "start_ticks": run_lock._process_start_ticks(holder.pid), "started": "2024-01-01T00:00:00+00:00"}
+        (tmp_path / "hub.lock").write_text(json.dumps(record) + "\n")
+        with pytest.raises(run_lock.RunLockedError, match=f"--export_path={target} is in use by another run"):
+            export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (target / "saved_model.pb").read_bytes() == first
+    shutil.rmtree(users)
