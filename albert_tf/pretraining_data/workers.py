@@ -10,6 +10,8 @@ import os
 import random
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -99,6 +101,20 @@ class _Context:
 _CONTEXT: _Context | None = None
 
 
+def _exit_with_the_main_process() -> None:
+    """A worker whose main process was killed (SIGKILL, the out-of-memory killer) exits within a second:
+    otherwise it waits forever, holding the token store's disk space and the main process's output pipes
+    (whoever reads them, the demo or CI, would wait forever too)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-main-process", daemon=True).start()
+
+
 def _init_worker(settings: WorkerSettings, in_worker_process: bool = True) -> None:
     global _CONTEXT
     if in_worker_process:
@@ -107,6 +123,7 @@ def _init_worker(settings: WorkerSettings, in_worker_process: bool = True) -> No
         # worker would also inherit the CLI's SIGTERM handler: back to the default.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _exit_with_the_main_process()
     if _CONTEXT is None or _CONTEXT.settings != settings:  # a forked worker has it already
         _CONTEXT = _Context(settings)
 
