@@ -24,25 +24,29 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import json
 import logging
 import os
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import time
 import traceback
+import uuid
 from typing import IO, Iterator
 
+from albert_tf.fileio import umask_mode
 from albert_tf.pretraining_data.config import (
     PipelineConfig,
     PretrainingDataError,
     check_tokenizer,
     validate,
 )
-from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked, summary_path
+from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked, part_name, summary_path
 from albert_tf.pretraining_data.summary import build_summary, write_summary_json
 
 # Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
@@ -195,6 +199,7 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
     check_outputs(config, "beam")
     with outputs_locked(config):  # local outputs (remote storage has no atomic create to lock with)
         start = time.monotonic()
+        staged: list[str] = []
         temp_dir = bio.make_temp_dir(config.output_files[0], config.tmp_dir)
         try:
             pipeline = beam.Pipeline(options=options)
@@ -214,15 +219,46 @@ def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str =
             summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
             summary["settings"]["runner"] = "beam"
             summary_file = summary_path(config)
+            # Local outputs first go beside their final names (a copy when --tmp_dir is on another file
+            # system, where a rename fails): what can fail (a full disk) fails before the summary is written.
+            staged = [_stage_beside(st.temp_output(temp_dir, j), output)
+                      for j, output in enumerate(config.output_files)]
             # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
             if bio.is_remote(summary_file):
                 bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
             else:
                 write_summary_json(summary_file, summary)
-            FileSystems.rename([st.temp_output(temp_dir, j) for j in range(len(config.output_files))],
-                               list(config.output_files))
+            for source, output in zip(staged, config.output_files):
+                if bio.is_remote(output) or bio.is_remote(source):
+                    FileSystems.rename([source], [output])
+                else:
+                    os.replace(source, output)
         finally:
             bio.remove_tree(temp_dir)
+            for part in staged:
+                if not bio.is_remote(part) and os.path.exists(part):
+                    os.remove(part)
         summary["summary_file"] = summary_file
         return summary
 
+
+def _stage_beside(source: str, output: str) -> str:
+    """Where the pipeline's ``source`` waits for its rename to local ``output``: a part file beside it,
+    moved there by a rename, or copied when ``source`` is on another file system (``--tmp_dir``). A
+    remote output is renamed from ``source`` itself."""
+    if bio.is_remote(output) or bio.is_remote(source):
+        return source
+    part = part_name(output, uuid.uuid4().hex)
+    try:
+        os.replace(source, part)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        try:
+            shutil.copyfile(source, part)
+            os.chmod(part, umask_mode())
+        except BaseException:
+            if os.path.exists(part):
+                os.remove(part)
+            raise
+    return part

@@ -113,6 +113,32 @@ def test_beam_writes_the_local_bytes(tmp_path, tmp_path_factory, make_config, ra
     assert written["output_paths_from_summary"] == ["beam-0", "beam-1", "beam-2"]
 
 
+def test_a_tmp_dir_on_another_file_system_is_copied_beside_the_outputs(tmp_path, tmp_path_factory, make_config,
+                                                                        monkeypatch):
+    """A rename from --tmp_dir on another file system fails (EXDEV): every run failed at its very end,
+    after writing a summary of outputs it then did not replace. The outputs are copied beside their
+    final names first (what can fail, fails before the summary), then renamed."""
+    import errno
+
+    config, local_shards, _ = _local_run(tmp_path_factory, make_config, False)
+    work = tmp_path / "scratch"
+    work.mkdir()
+    replace = os.replace
+
+    def across_devices(src, dst):
+        if os.fspath(src).startswith(str(work)):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", os.fspath(src))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", across_devices)
+    outputs = [tmp_path / "out" / f"beam-{j}" for j in range(3)]
+    create_pretraining_data_beam(config(outputs, tmp_dir=str(work)), IN_MEMORY)
+    monkeypatch.undo()
+    assert [p.read_bytes() for p in outputs] == local_shards
+    assert sorted(os.listdir(tmp_path / "out")) == ["beam-0", "beam-0.summary.json", "beam-1", "beam-2"]
+    assert os.listdir(work) == []  # the work folder is removed
+
+
 def test_beam_errors_are_the_local_tool_s(tmp_path, make_config, spm_model):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"A fine first sentence.\nAnother one here.\nBroken \xff\xfe bytes.\n\nNext doc.\nMore.\n")
