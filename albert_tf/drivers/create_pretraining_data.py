@@ -91,12 +91,12 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _input_files() -> tuple[str, ...]:
+def _input_files(outputs: tuple[str, ...]) -> tuple[str, ...]:
     if FLAGS.runner == "beam":
         from albert_tf.pretraining_data.beam_io import resolve_inputs  # gs:// and other Beam file systems
 
-        return resolve_inputs(FLAGS.input_file)[0]
-    return resolve_input_files(FLAGS.input_file)
+        return resolve_inputs(FLAGS.input_file, outputs)[0]
+    return resolve_input_files(FLAGS.input_file, outputs)
 
 
 def _run(config: PipelineConfig) -> dict:
@@ -133,9 +133,10 @@ def config_from_flags() -> PipelineConfig:
         do_permutation=FLAGS.do_permutation,
         random_next_sentence=FLAGS.random_next_sentence,
     )
+    outputs = resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
     return PipelineConfig(
-        input_files=_input_files(),
-        output_files=resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards),
+        input_files=_input_files(outputs),
+        output_files=outputs,
         vocab_file=FLAGS.vocab_file,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,

@@ -33,12 +33,13 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
-def resolve_inputs(input_file: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def resolve_inputs(input_file: str, outputs: Sequence[str] = ()) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The input files of --input_file and their sizes; local paths exactly as the local tool resolves
-    them, remote patterns through FileSystems.match (the same errors)."""
+    them (``outputs``: what a glob must not match), remote patterns through FileSystems.match (the same
+    errors)."""
     patterns = [p.strip() for p in (input_file or "").split(",") if p.strip()]
     if not any(is_remote(p) for p in patterns):
-        files = resolve_input_files(input_file)
+        files = resolve_input_files(input_file, outputs)
         return files, tuple(os.path.getsize(f) for f in files)
     files, sizes = [], []
     for pattern in patterns:

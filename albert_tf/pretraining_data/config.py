@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from albert_tf.fileio import TMP_MARK
 from albert_tf.pretraining_data.options import InstanceOptions
 from albert_tf.tokenization import FullTokenizer
 
@@ -14,6 +17,12 @@ MIN_SEQ_LENGTH = 5  # [CLS] A [SEP] B [SEP] with one token each
 
 class PretrainingDataError(ValueError):
     """Bad flags or input: the message says which file/line/flag and what was expected."""
+
+
+# What this tool writes beside an output, besides the output itself.
+SUMMARY_SUFFIX = ".summary.json"  # <output>.summary.json: what the run made (and that the output is ours)
+LOCK_SUFFIX = ".lock"  # <output>.lock while a run writes it
+PART_SUFFIX = ".part"  # <output>.tmp-<32 hex>.part: an output being written
 
 
 @dataclass(frozen=True)
@@ -36,19 +45,36 @@ class PipelineConfig:
     progress_interval: float = 5.0  # seconds between progress lines on stderr (0: none)
 
 
-def resolve_input_files(input_file: str) -> tuple[str, ...]:
-    """Comma-separated files or glob patterns -> file list; an error for any that matches nothing."""
+def resolve_input_files(input_file: str, outputs: Sequence[str] = ()) -> tuple[str, ...]:
+    """Comma-separated files or glob patterns -> file list; an error for any that matches nothing.
+
+    A glob never matches what this tool writes for ``outputs`` (the outputs, their summary, lock and
+    parts): an output folder inside the corpus folder must not feed a rerun its own files as text."""
     if not input_file:
         raise PretrainingDataError("--input_file is required (a file, a glob, or a comma-separated list)")
+    own = _own_files_pattern(outputs)
     files: list[str] = []
     for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if glob.has_magic(pattern):
+            matches = [m for m in sorted(glob.glob(pattern)) if not own.fullmatch(os.path.abspath(m))]
+        else:
+            matches = [pattern]
         matches = [m for m in matches if os.path.isfile(m)]
         if not matches:
             raise PretrainingDataError(f"--input_file: no input file found at {pattern!r}")
         files.extend(matches)
     check_input_files(files)
     return tuple(files)
+
+
+def _own_files_pattern(outputs: Sequence[str]) -> re.Pattern:
+    """What this tool writes for ``outputs``, by absolute path: each output, ``<output>.lock``,
+    ``<output>.summary.json`` and ``<output>.tmp-<32 hex>.part``."""
+    names = [re.escape(os.path.abspath(o)) for o in outputs if "://" not in o]
+    if not names:
+        return re.compile(r"(?!)")  # matches nothing
+    suffixes = "|".join(map(re.escape, (SUMMARY_SUFFIX, LOCK_SUFFIX)))
+    return re.compile(f"(?:{'|'.join(names)})(?:|{suffixes}|{re.escape(TMP_MARK)}[0-9a-f]{{32}}{re.escape(PART_SUFFIX)})")
 
 
 def check_input_files(files) -> None:
@@ -80,7 +106,7 @@ def resolve_output_files(output_file: str, num_output_shards: int = 1) -> tuple[
 
 def default_summary_file(output_file: str) -> str:
     first = [f.strip() for f in output_file.split(",") if f.strip()][0]
-    return first + ".summary.json"
+    return first + SUMMARY_SUFFIX
 
 
 def validate(config: PipelineConfig, check_inputs: bool = True) -> None:

@@ -20,11 +20,10 @@ from typing import Iterator
 from absl import logging
 
 from albert_tf.fileio import TMP_MARK, is_remote
-from albert_tf.pretraining_data.config import PipelineConfig, PretrainingDataError, default_summary_file
+from albert_tf.pretraining_data.config import (LOCK_SUFFIX, PART_SUFFIX, PipelineConfig, PretrainingDataError,
+                                                default_summary_file)
 from albert_tf.run_lock import RunLock
 
-LOCK_SUFFIX = ".lock"
-PART_SUFFIX = ".part"  # <output>.tmp-<32 hex>.part: an output being written
 
 
 def summary_path(config: PipelineConfig) -> str:
@@ -46,6 +45,15 @@ def check_outputs(config: PipelineConfig, runner: str) -> None:
         for path in filter(None, paths):
             if any(_same_file(path, output) for output in outputs):
                 raise PretrainingDataError(f"--output_file would replace {flag}={path}: pick another --output_file")
+    named: dict[str, str] = {}
+    for path in config.output_files:  # one file by two spellings (out/a, out/./a)
+        if _identity(path) in named:
+            raise PretrainingDataError(f"--output_file: {named[_identity(path)]} and {path} are the same file; "
+                                       f"give each output its own file")
+        named[_identity(path)] = path
+    if _identity(summary) in named:
+        raise PretrainingDataError(f"--output_file: {named[_identity(summary)]} is where the summary is written "
+                                   f"({summary}); give the records another file")
     for path in outputs:
         if not is_remote(path) and os.path.isdir(path):
             raise PretrainingDataError(f"--output_file: {path} is a folder; give a file name (records are "

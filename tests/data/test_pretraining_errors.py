@@ -212,6 +212,12 @@ def test_outputs_it_did_not_write_are_refused_before_any_work(tmp_path, spm_mode
     for output, message in cases.items():
         with pytest.raises(PretrainingDataError, match=message):
             create_pretraining_data(make_config(corpus, spm_copy, [output]))
+    # One file by two names: both outputs (or an output and the summary) would be written to it.
+    a = str(tmp_path / "a.tfrecord")
+    for outputs, message in (([a, str(tmp_path / "." / "a.tfrecord")], "are the same file"),
+                             ([a, a + ".summary.json"], "is where the summary is written")):
+        with pytest.raises(PretrainingDataError, match=message):
+            create_pretraining_data(make_config(corpus, spm_copy, outputs))
     assert {p: p.read_bytes() for p in before} == before
     assert list(folder.iterdir()) == [] and not (tmp_path / "gs:").exists()
     assert not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob("*.tmp-*"))
@@ -286,3 +292,53 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_killed_runs_leftovers_
     assert f"removing {part}" in result.stderr and f"removing {work}" in result.stderr
     assert _leftovers(tmp_path) == ["out.tfrecord", "out.tfrecord.summary.json", "out.tfrecord.tmp-abcd1234",
                                     "out.tfrecord.tmp-draft"]
+
+
+def test_workers_exit_when_the_main_process_is_killed(tmp_path, spm_model, botchan_corpus):
+    """SIGKILL (the out-of-memory killer) of the main process runs no cleanup: its pool's workers waited
+    forever, holding the token store's disk space and the main process's output pipe."""
+    import signal
+    import time
+
+    out = tmp_path / "out.tfrecord"
+    main = subprocess.Popen([sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+                             f"--input_file={botchan_corpus}", f"--output_file={out}", f"--spm_model_file={spm_model}",
+                             "--num_workers=2", "--dupe_factor=40", "--max_seq_length=128"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def children() -> list[int]:
+        listed = subprocess.run(["pgrep", "-P", str(main.pid)], capture_output=True, text=True).stdout
+        return [int(pid) for pid in listed.split()]
+
+    deadline = time.time() + 120
+    workers: list[int] = []
+    while len(workers) < 2 and time.time() < deadline and main.poll() is None:
+        time.sleep(0.2)
+        workers = children()
+    assert len(workers) >= 2, "the pool's workers never started"
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    deadline = time.time() + 20
+    alive = workers
+    while alive and time.time() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in workers if os.path.exists(f"/proc/{pid}") and
+                 open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+    assert not alive, f"workers {alive} outlived their main process"
+    main.communicate(timeout=20)  # nothing holds its pipes any more
+
+
+def test_a_glob_over_the_output_folder_does_not_read_what_this_tool_wrote(tmp_path):
+    """--input_file='data/*' --output_file=data/out.tfrecord: a rerun after a kill read the stale lock
+    and the parts as text (or failed when the part it had taken as input was removed)."""
+    from albert_tf.pretraining_data.config import resolve_input_files
+
+    names = ["corpus.txt", "notes.lock", "out.tfrecord", "out.tfrecord.lock", "out.tfrecord.summary.json",
+             f"out.tfrecord.tmp-{'0' * 32}.part", "out.tfrecord.tmp-draft"]
+    for name in names:
+        (tmp_path / name).write_text("a line\n")
+    out = str(tmp_path / "out.tfrecord")
+    assert resolve_input_files(str(tmp_path / "*"), [out]) == tuple(
+        str(tmp_path / n) for n in ("corpus.txt", "notes.lock", "out.tfrecord.tmp-draft"))
+    assert resolve_input_files(f"{tmp_path / 'corpus.txt'},{out}", [out]) == (
+        str(tmp_path / "corpus.txt"), out)  # named, not globbed: check_outputs refuses it in one line
