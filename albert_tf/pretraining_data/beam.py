@@ -246,6 +246,8 @@ def _stage_beside(source: str, output: str) -> str:
     """Where the pipeline's ``source`` waits for its rename to local ``output``: a part file beside it,
     moved there by a rename, or copied when ``source`` is on another file system (``--tmp_dir``). A
     remote output is renamed from ``source`` itself."""
+    from albert_tf.pretraining_data import beam_io as bio
+
     if bio.is_remote(output) or bio.is_remote(source):
         return source
     part = part_name(output, uuid.uuid4().hex)

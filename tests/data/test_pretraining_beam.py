@@ -123,14 +123,15 @@ def test_a_tmp_dir_on_another_file_system_is_copied_beside_the_outputs(tmp_path,
     config, local_shards, _ = _local_run(tmp_path_factory, make_config, False)
     work = tmp_path / "scratch"
     work.mkdir()
-    replace = os.replace
+    def across_devices(rename):
+        def renamed(src, dst, *args, **kwargs):
+            if os.fspath(src).startswith(str(work)):
+                raise OSError(errno.EXDEV, "Invalid cross-device link", os.fspath(src))
+            return rename(src, dst, *args, **kwargs)
+        return renamed
 
-    def across_devices(src, dst):
-        if os.fspath(src).startswith(str(work)):
-            raise OSError(errno.EXDEV, "Invalid cross-device link", os.fspath(src))
-        replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", across_devices)
+    monkeypatch.setattr(os, "replace", across_devices(os.replace))
+    monkeypatch.setattr(os, "rename", across_devices(os.rename))
     outputs = [tmp_path / "out" / f"beam-{j}" for j in range(3)]
     create_pretraining_data_beam(config(outputs, tmp_dir=str(work)), IN_MEMORY)
     monkeypatch.undo()

@@ -280,8 +280,9 @@ def test_tokenizer_files_for_transformers(tmp_path, shared):
 
 
 def test_an_interrupted_write_leaves_no_file_and_the_rerun_writes_them_all(tmp_path, shared, monkeypatch):
-    """Ctrl-C while writing the weights (the longest part) or the files after: none of the folder's
-    files is in place, so the rerun (which replaces nothing) goes through."""
+    """Ctrl-C while one of the folder's files is written (here the tokenizer's copy, which came after the
+    weights had been renamed into place): none of them is in place, so the rerun (which replaces nothing)
+    goes through."""
     spm = shared("data", "spm", "30k-clean.model")
     config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=12, num_hidden_layers=1,
                           num_attention_heads=3, intermediate_size=20, max_position_embeddings=32)
@@ -292,7 +293,7 @@ def test_an_interrupted_write_leaves_no_file_and_the_rerun_writes_them_all(tmp_p
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(safetensors.numpy, "save_file", interrupted)
+    monkeypatch.setattr(tf.io.gfile, "copy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_hf_checkpoint(model, str(folder), "AlbertModel", spm_model_file=str(spm))
     assert list(folder.iterdir()) == []
