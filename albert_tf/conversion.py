@@ -19,7 +19,7 @@ import tensorflow as tf
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
-from albert_tf.fileio import atomic_output, read_text
+from albert_tf.fileio import atomic_output, read_text, write_utf8
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
@@ -193,9 +193,7 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
         else:
             with contextlib.ExitStack() as config_rename:  # the config written first, renamed right after
                 if config_written:
-                    with open(config_rename.enter_context(atomic_output(config_written)), "w",
-                              encoding="utf-8", newline="\n") as f:
-                        f.write(config_text)
+                    write_utf8(config_rename.enter_context(atomic_output(config_written)), config_text)
                 written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
     return Conversion(kind.name, report, written, config_written)
 

@@ -87,6 +87,13 @@ def _remote_output(path: str) -> Iterator[str]:
             tf.io.gfile.remove(remote_tmp)
 
 
+def write_utf8(path: str, text: str) -> None:
+    """Writes ``text`` to the local file ``path`` as UTF-8 with ``\\n`` line ends (the temporary file of
+    an ``atomic_output``)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> str:
     """Writes UTF-8 `text` to `path` (local or remote) atomically; returns the path."""
     path = os.fspath(path)
@@ -103,8 +110,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
                 tf.io.gfile.remove(tmp)
         return path
     with atomic_output(path) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        write_utf8(tmp, text)
     return path
 
 
@@ -114,9 +120,7 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
     the first rename. Returns the paths."""
     with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
         for path, text in texts.items():
-            tmp = renames.enter_context(atomic_output(path))
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            write_utf8(renames.enter_context(atomic_output(path)), text)
     return [os.fspath(path) for path in texts]
 
 

@@ -25,7 +25,6 @@ from albert_tf.pretraining_data.config import (LOCK_SUFFIX, PART_SUFFIX, Pipelin
 from albert_tf.run_lock import RunLock
 
 
-
 def summary_path(config: PipelineConfig) -> str:
     return config.summary_file or default_summary_file(",".join(config.output_files))
 

@@ -100,11 +100,10 @@ class SquadTask(FineTuningTask):
         return postprocess.checkpoint_layout(self.settings.version_2)
 
     def check_splits(self, splits) -> None:
-        check_distinct_caches(
-            {"--train_feature_file" if self.train_feature_file else "the train cache": self._record_file(True),
-             "--predict_feature_file" if self.predict_feature_file else "the predict cache": self._record_file(False)},
-            {"--predict_feature_file" if self.predict_feature_file else "the predict cache":
-             self.predict_feature_left_file})
+        train = "--train_feature_file" if self.train_feature_file else "the train cache"
+        predict = "--predict_feature_file" if self.predict_feature_file else "the predict cache"
+        check_distinct_caches({train: self._record_file(True), predict: self._record_file(False)},
+                              {predict: self.predict_feature_left_file})
 
     def _record_file(self, is_training: bool) -> str:
         if is_training:

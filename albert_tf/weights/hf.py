@@ -304,7 +304,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     written; each file is replaced atomically, config.json last."""
     import safetensors.numpy
 
-    from albert_tf.fileio import atomic_output
+    from albert_tf.fileio import atomic_output, write_utf8
 
     tensors = architecture_tensors(model, architecture)
     num_labels = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
@@ -322,17 +322,12 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     # Every file is written whole under a temporary name before the first rename (an interrupted
     # conversion leaves none of them, which a rerun would refuse to replace); config.json is renamed last.
     with contextlib.ExitStack() as renames:  # leaving it renames, in the reverse order of entering
-        _write_text(renames.enter_context(atomic_output(_join(folder, CONFIG_FILE))), _json_text(config))
+        write_utf8(renames.enter_context(atomic_output(_join(folder, CONFIG_FILE))), _json_text(config))
         if tokenizer is not None:
-            _write_text(renames.enter_context(atomic_output(_join(folder, TOKENIZER_CONFIG_FILE))),
-                        _json_text(tokenizer))
+            write_utf8(renames.enter_context(atomic_output(_join(folder, TOKENIZER_CONFIG_FILE))),
+                       _json_text(tokenizer))
             tf.io.gfile.copy(spm_model_file, renames.enter_context(atomic_output(_join(folder, SPM_FILE))),
                              overwrite=True)
         safetensors.numpy.save_file(tensors, renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE))),
                                     metadata=_METADATA)
     return folder
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)

@@ -1,7 +1,6 @@
 """Pretraining data that cannot be read stops run_pretraining.py with one line naming --input_file
 and what is wrong (not a TensorFlow graph traceback); empty input stops it at once (a repeated
 dataset of no records would spin forever)."""
-import json
 import os
 import pathlib
 import subprocess
@@ -16,19 +15,8 @@ TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory, shared):
-    folder = tmp_path_factory.mktemp("damaged_input")
-    path = folder / "train.tfrecord"
-    done = subprocess.run([
-        sys.executable, str(REPO / "create_pretraining_data.py"),
-        f"--input_file={shared('data', 'corpus', 'sample_text.txt')}", f"--output_file={path}",
-        f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}", f"--max_seq_length={SEQ}",
-        f"--max_predictions_per_seq={PRED}", "--dupe_factor=1", "--num_workers=1"],
-        capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    config = folder / "albert_config.json"
-    config.write_text(json.dumps(TINY))
-    return path, config
+def records(make_pretraining_data):
+    return make_pretraining_data("damaged_input", TINY, SEQ, PRED)
 
 
 def _pretrain(config, output_dir, input_file, seq=SEQ):

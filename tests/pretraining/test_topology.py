@@ -28,18 +28,8 @@ TINY = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidde
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, shared):
-    folder = tmp_path_factory.mktemp("topology")
-    records = folder / "train.tfrecord"
-    done = subprocess.run([
-        sys.executable, str(REPO / "create_pretraining_data.py"),
-        f"--input_file={shared('data', 'corpus', 'sample_text.txt')}", f"--output_file={records}",
-        f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}", f"--max_seq_length={SEQ}",
-        f"--max_predictions_per_seq={PRED}", "--dupe_factor=3", "--num_workers=1"],
-        capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    config = folder / "albert_config.json"
-    config.write_text(json.dumps(TINY))
+def data(make_pretraining_data):
+    records, config = make_pretraining_data("topology", TINY, SEQ, PRED, dupe_factor=3)
     return {"records": str(records), "config": str(config)}
 
 

@@ -22,20 +22,10 @@ def _run(script, *flags):
 
 
 @pytest.fixture(scope="module")
-def made_with_30k(tmp_path_factory, shared):
+def made_with_30k(make_pretraining_data):
     """Pretraining data made with Google's 30k-clean model, and a config with vocab_size 320."""
-    folder = tmp_path_factory.mktemp("vocab")
-    records = folder / "train.tfrecord"
-    done = subprocess.run([
-        sys.executable, str(REPO / "create_pretraining_data.py"),
-        f"--input_file={shared('data', 'corpus', 'sample_text.txt')}", f"--output_file={records}",
-        f"--spm_model_file={shared('data', 'spm', '30k-clean.model')}", f"--max_seq_length={SEQ}",
-        f"--max_predictions_per_seq={PRED}", "--dupe_factor=1", "--num_workers=1"],
-        capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    config = folder / "albert_config.json"
-    config.write_text(json.dumps(SMALL_VOCAB))
-    return {"folder": folder, "records": records, "config": config}
+    records, config = make_pretraining_data("vocab", SMALL_VOCAB, SEQ, PRED)
+    return {"folder": records.parent, "records": records, "config": config}
 
 
 def _pretrain(data, output_dir, input_file):
