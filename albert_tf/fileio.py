@@ -12,6 +12,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shutil
+import socket
 import tempfile
 import uuid
 from typing import IO, Iterator
@@ -150,7 +153,10 @@ def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
     while tf.io.gfile.exists(os.path.join(base, str(version))):
         version += 1
     final = os.path.join(base, str(version))
-    tmp = final if is_remote(base) else os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}")
+    tmp = final
+    if not is_remote(base):
+        _remove_killed_writers_folders(base)
+        tmp = os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}-{socket.gethostname()}")
     try:
         yield tmp, final
         if tmp != final:
@@ -163,6 +169,22 @@ def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
     finally:
         if tmp != final and os.path.exists(tmp):
             tf.io.gfile.rmtree(tmp)
+
+
+# new_version_folder's temporary name: .tmp-<version>-<pid>-<host>. Its writer is known, so what a killed
+# writer left is told from an export another process is writing into the same folder now.
+_VERSION_BEING_WRITTEN = re.compile(rf"{re.escape(TMP_MARK)}\d+-(\d+)-(.+)")
+
+
+def _remove_killed_writers_folders(base: str) -> None:
+    """Removes the version folders that writers of this host, killed while writing, left in ``base``."""
+    from albert_tf.run_lock import process_alive  # it imports this module
+
+    host = socket.gethostname()
+    for name in os.listdir(base):
+        match = _VERSION_BEING_WRITTEN.fullmatch(name)
+        if match and match.group(2) == host and not process_alive(int(match.group(1))):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
 def absolute(path: str | os.PathLike) -> str:

@@ -59,8 +59,9 @@ def _process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def _process_alive(pid: int, start_ticks: int | None) -> bool:
-    """Whether process ``pid`` of this host is the one that wrote the lock (a reused pid is not)."""
+def process_alive(pid: int, start_ticks: int | None = None) -> bool:
+    """Whether process ``pid`` of this host is running (and, given ``start_ticks``, is the one that
+    started then: a reused pid is not)."""
     if os.path.isdir("/proc"):
         ticks = _process_start_ticks(pid)
         return ticks is not None and (start_ticks is None or ticks == start_ticks)
@@ -135,7 +136,7 @@ class RunLock:
             return f"{self.path} was left by this process; taking it."
         if self.take_over:
             return f"Taking over the run lock {self.path} held by {described} (--take_over_run_lock)."
-        if same_host and isinstance(holder.get("pid"), int) and not _process_alive(
+        if same_host and isinstance(holder.get("pid"), int) and not process_alive(
                 holder["pid"], holder.get("start_ticks")):
             return f"Taking over the run lock {self.path}: its holder ({described}) is no longer running."
         if not holder:

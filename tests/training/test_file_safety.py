@@ -232,7 +232,8 @@ def test_start_up_cleanup_removes_only_the_temporaries_this_package_names(tmp_pa
     """What a killed save leaves goes; a user's file with ".tmp-" in its name, create_pretraining_data's
     work folder and an export being staged in the run folder stay."""
     ours = [f".tmp-{'0' * 32}-model.ckpt-7.index", f".tmp-{'1' * 32}-model.ckpt-7_temp/",
-            f"model.ckpt-best.index.tmp-{'2' * 32}", "checkpoint.tmp-k3_9zq1a.tmp", ".tmp-worker1/"]
+            f"model.ckpt-best.index.tmp-{'2' * 32}", "checkpoint.tmp-k3_9zq1a.tmp", ".tmp-worker1/",
+            ".tmp-1733000000-4242-somehost/", ".tmp-1733000000-4242/"]
     others = ["notes.tmp-draft", "train.tfrecord.tmp-k3_9zq1a/", f"hub.tmp-{'3' * 32}-export/",
               f".tmp-{'4' * 32}-export-hub/", "train.tfrecord.tmp.4242"]
     for name in ours + others:
@@ -244,3 +245,47 @@ def test_start_up_cleanup_removes_only_the_temporaries_this_package_names(tmp_pa
             path.write_text("x")
     files.remove_stale_temporaries(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(name.rstrip("/") for name in others)
+
+
+_WRITE_A_VERSION = """
+import os, signal, sys, time
+from albert_tf.fileio import new_version_folder
+with new_version_folder(sys.argv[1]) as (tmp, final):
+    os.mkdir(tmp)
+    open(os.path.join(tmp, "saved_model.pb"), "w").write("half")
+    print(os.path.basename(tmp), flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(300)
+"""
+
+
+def test_a_version_folder_a_killed_export_left_is_removed_by_the_next_export(tmp_path):
+    """SIGKILL runs no cleanup: run_squad's --export_dir and GLUE's export left their half-written
+    ``saved_model/.tmp-<version>-...`` folder forever. The next export into that folder removes it; an
+    export another live process is writing there now stays, and so does a user's folder."""
+    import subprocess
+    import sys
+
+    from albert_tf.fileio import new_version_folder
+
+    def writer(mode):
+        return subprocess.Popen([sys.executable, "-c", _WRITE_A_VERSION, str(tmp_path), mode],
+                                stdout=subprocess.PIPE, text=True)
+
+    running = writer("sleep")
+    try:
+        busy = running.stdout.readline().strip()
+        killed = writer("kill")
+        left = killed.stdout.readline().strip()
+        killed.wait()
+        users = tmp_path / ".tmp-draft"
+        users.mkdir()
+        assert {left, busy} <= set(os.listdir(tmp_path))
+        with new_version_folder(str(tmp_path)) as (tmp, final):
+            os.mkdir(tmp)
+            (tmp_path / tmp / "saved_model.pb").write_text("whole")
+        assert sorted(os.listdir(tmp_path)) == sorted([busy, ".tmp-draft", os.path.basename(final)])
+    finally:
+        running.kill()
+        running.wait()
