@@ -15,7 +15,8 @@ def pack_token_ids(
     pad_to_longest: bool = False,
 ) -> dict[str, tf.Tensor]:
     """`[CLS] A [SEP] (B [SEP])` from ragged token ids, truncated and padded like
-    `features.convert_example` (a row whose B has no tokens is packed as single);
+    `features.convert_example` (a row whose B has no tokens, or none left after truncation, is packed as
+    single);
     ``pad_to_longest``: padded to the batch's longest row instead of ``max_seq_length``."""
     la = ids_a.row_lengths()
     if ids_b is None:
@@ -29,6 +30,7 @@ def pack_token_ids(
     keep_a_pair = tf.minimum(la, tf.maximum(pair_budget - lb, (pair_budget + 1) // 2))
     keep_a = tf.where(has_b, keep_a_pair, tf.minimum(la, max_seq_length - 2))
     keep_b = tf.where(has_b, tf.minimum(lb, pair_budget - keep_a), 0)
+    packs_b = keep_b > 0  # a B cut to nothing (max_seq_length 3 or 4) is packed as single, as convert_example does
 
     def head(ids, keep):
         positions = tf.ragged.range(ids.row_lengths())
@@ -44,9 +46,9 @@ def pack_token_ids(
     a, b = head(ids_a, keep_a), head(ids_b, keep_b)
     dtype = ids_a.dtype
     ids = tf.concat([fill(cls_id, ones, dtype), a, fill(sep_id, ones, dtype),
-                     b, fill(sep_id, tf.cast(has_b, tf.int64), dtype)], axis=1)
+                     b, fill(sep_id, tf.cast(packs_b, tf.int64), dtype)], axis=1)
     len_first = keep_a + 2
-    len_second = keep_b + tf.cast(has_b, tf.int64)
+    len_second = keep_b + tf.cast(packs_b, tf.int64)
     segments = tf.concat([fill(0, len_first, tf.int32), fill(1, len_second, tf.int32)], axis=1)
     shape = [None, None if pad_to_longest else max_seq_length]
     return {

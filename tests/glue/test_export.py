@@ -21,12 +21,15 @@ def _ragged(rows):
     return tf.RaggedTensor.from_row_lengths(tf.constant(sum(rows, []), tf.int32), [len(r) for r in rows])
 
 
-def test_pack_token_ids_matches_python_truncation():
+@pytest.mark.parametrize("max_seq_length", range(3, 13))
+def test_pack_token_ids_matches_python_truncation(max_seq_length):
+    """At every length: at 3 and 4 a pair's B can be cut to nothing, and the row is then packed as a
+    single sentence (no second [SEP]), as convert_example and the original's features do."""
     rng = random.Random(0)
     rows_a = [[rng.randint(5, 50) for _ in range(rng.randint(0, 12))] for _ in range(200)]
     rows_b = [[rng.randint(5, 50) for _ in range(rng.randint(0, 12))] for _ in range(200)]
-    packed = pack_token_ids(_ragged(rows_a), _ragged(rows_b), 9, cls_id=2, sep_id=3)
-    single = pack_token_ids(_ragged(rows_a), None, 9, cls_id=2, sep_id=3)
+    packed = pack_token_ids(_ragged(rows_a), _ragged(rows_b), max_seq_length, cls_id=2, sep_id=3)
+    single = pack_token_ids(_ragged(rows_a), None, max_seq_length, cls_id=2, sep_id=3)
 
     class Ids:  # a "tokenizer" whose texts are already ids
         def tokenize(self, text):
@@ -37,11 +40,11 @@ def test_pack_token_ids_matches_python_truncation():
 
     spec = get_task_spec("rte")
     for i, (a, b) in enumerate(zip(rows_a, rows_b)):
-        want = features.convert_example(InputExample("x", a, b), spec, 9, Ids())
+        want = features.convert_example(InputExample("x", a, b), spec, max_seq_length, Ids())
         assert packed["input_ids"][i].numpy().tolist() == want.input_ids
         assert packed["segment_ids"][i].numpy().tolist() == want.segment_ids
         assert packed["input_mask"][i].numpy().tolist() == want.input_mask
-        want = features.convert_example(InputExample("x", a, None), spec, 9, Ids())
+        want = features.convert_example(InputExample("x", a, None), spec, max_seq_length, Ids())
         assert single["input_ids"][i].numpy().tolist() == want.input_ids
 
 
