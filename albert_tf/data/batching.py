@@ -76,6 +76,7 @@ def trim_to_longest(batch: Mapping[str, tf.Tensor], seq_features: Sequence[str] 
     _check_multiple(multiple)
     padded = tf.shape(batch["input_mask"])[-1]
     length = tf.minimum((longest_row(batch["input_mask"]) + multiple - 1) // multiple * multiple, padded)
+    length = tf.maximum(length, tf.minimum(padded, 1))  # an empty batch keeps a [CLS] column for the pooler
     return _trim(batch, seq_features, length)
 
 

@@ -100,7 +100,7 @@ class ClassifierServing(tf.Module):
     def serve_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         # Variable length: records padded to max_seq_length (the original's) or shorter ones.
         parsed = tf.io.parse_example(examples, {k: tf.io.VarLenFeature(tf.int64) for k in MODEL_INPUTS})
-        dense = {k: tf.cast(tf.sparse.to_dense(v), tf.int32) for k, v in parsed.items()}
+        dense = {k: tf.cast(tf.sparse.to_dense(_at_least_one_column(v)), tf.int32) for k, v in parsed.items()}
         return self._outputs(trim_to_longest(dense, MODEL_INPUTS, multiple=1))
 
     def serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
@@ -121,6 +121,12 @@ class ClassifierServing(tf.Module):
             text = tf.function(lambda a: self.serve_text(a), input_signature=[strings("text_a")])
         return {SERVING_EXAMPLES: examples.get_concrete_function(),
                 SERVING_TEXT: text.get_concrete_function()}
+
+
+def _at_least_one_column(values: tf.SparseTensor) -> tf.SparseTensor:
+    """An empty request parses to width 0; the pooler reads column 0 (the [CLS] position)."""
+    rows, width = values.dense_shape[0], values.dense_shape[1]
+    return tf.sparse.reset_shape(values, tf.stack([rows, tf.maximum(width, 1)]))
 
 
 def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: int,

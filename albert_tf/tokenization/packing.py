@@ -50,7 +50,10 @@ def pack_token_ids(
     len_first = keep_a + 2
     len_second = keep_b + tf.cast(packs_b, tf.int64)
     segments = tf.concat([fill(0, len_first, tf.int32), fill(1, len_second, tf.int32)], axis=1)
-    shape = [None, None if pad_to_longest else max_seq_length]
+    width = max_seq_length
+    if pad_to_longest:  # at least 1: an empty request still has a [CLS] column for the pooler to read
+        width = tf.cast(tf.reduce_max(tf.concat([len_first + len_second, [1]], axis=0)), tf.int32)
+    shape = tf.stack([tf.cast(batch, tf.int32), width]) if pad_to_longest else [None, max_seq_length]
     return {
         "input_ids": tf.cast(ids, tf.int32).to_tensor(0, shape=shape),
         "input_mask": tf.ones_like(segments).to_tensor(0, shape=shape),

@@ -142,3 +142,27 @@ def test_export_to_remote_storage_writes_one_version_folder():
     served = tf.saved_model.load(second).signatures["serving_text"](text_a=tf.constant(["a b"]),
                                                                     text_b=tf.constant(["c"]))
     assert served["probabilities"].shape == (1, 2)
+
+
+def test_an_empty_request_gets_empty_outputs(tmp_path, shared):
+    """Zero rows (a client flushing an empty batch) failed with 'slice index 0 of dimension 1 out of
+    bounds' in every raw-text and tf.Example signature: padding to the longest row gave width 0."""
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from albert_tf import AlbertPretrainer
+    from albert_tf import export as hub_export
+
+    config = AlbertConfig(**TINY)
+    spm = str(shared("data", "spm", "30k-clean.model"))
+    model = heads.build_classifier(config, "mrpc")
+    served = tf.saved_model.load(export.export_classifier(model, get_task_spec("mrpc"), str(tmp_path / "glue"),
+                                                          SEQ, spm))
+    none = tf.constant([], tf.string)
+    for outputs in (served.signatures["serving_text"](text_a=none, text_b=none),
+                    served.signatures["serving_default"](examples=none)):
+        assert outputs["probabilities"].shape == (0, 2)
+    pretrainer = AlbertPretrainer(config)
+    pretrainer(pretrainer.dummy_inputs())
+    hub_export.export_hub_module(pretrainer, str(tmp_path / "hub"), spm_model_file=spm, max_seq_length=SEQ)
+    outputs = tf.saved_model.load(str(tmp_path / "hub")).signatures["serving_default"](text=none)
+    assert outputs["pooled_output"].shape == (0, config.hidden_size)
