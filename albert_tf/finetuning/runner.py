@@ -128,9 +128,10 @@ class _Runner:
             changed = [flag for flag, given in (("--seq_length_buckets", job.seq_length_buckets is not None),
                                                 ("--seq_length_multiple",
                                                  job.seq_length_multiple != batching.DEFAULT_MULTIPLE)) if given]
-            logging.warning("%s keeps every row padded to max_seq_length (its head scores padding positions, "
-                            "as the original: cut batches would change its numbers)%s", self.task.name,
-                            f"; {', '.join(changed)} cannot cut them" if changed else "")
+            log = logging.warning if changed else logging.info  # a warning only for flags it cannot honour
+            log("%s keeps every row padded to max_seq_length (its head scores padding positions, as the "
+                "original: cut batches would change its numbers)%s", self.task.name,
+                f"; {', '.join(changed)} cannot cut them" if changed else "")
         return datasets.LengthPolicy(padded, job.seq_length_multiple, static, job.seq_length_buckets)
 
     # ---- models ----
@@ -247,6 +248,8 @@ class _Runner:
         model = self.train() if job.do_train else None
         if not worker_info(self.strategy).is_chief:
             return produced  # other workers only help train; the chief writes every file
+        if job.do_train:  # a train-only run (run_glue.sh's first) says where its checkpoints went too
+            produced["checkpoint"] = files.latest_checkpoint(job.output_dir)
         if job.do_eval and not job.do_train:  # with do_train, each checkpoint was evaluated as it was saved
             model = self.evaluate_without_training()
         if job.do_eval:

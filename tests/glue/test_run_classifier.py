@@ -240,6 +240,7 @@ def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path
     steps = lambda folder: sorted(int(m.group(1)) for p in folder.iterdir()  # noqa: E731
                                   if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", p.name)))
     assert steps(out) == list(range(1, 8))  # 7 > the flag's default, 5
+    assert done.stdout.splitlines() == ["run_classifier.py: done", f"  checkpoint: {out / 'model.ckpt-7'}"]
     done = run_driver(*flags(out, "--nodo_train", "--do_eval", "--nodo_predict"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(eval_blocks(out / "eval_results.txt")) == 7
