@@ -94,13 +94,18 @@ def rows_per_example(rows: int):
         state.example_offset = offset
 
 
+# Named, not "auto_select": under XLA (--enable_xla, TPUs) auto_select picks another generator than on a
+# CPU or GPU without it, and the masks would change with the compiler. Philox is what auto_select gives there.
+SEED_ALGORITHM = "philox"
+
+
 def _next_call() -> tuple[tf.Tensor, tf.Tensor] | None:
     """(seed, example_offset) for the next dropout call in the current scope, or None outside one."""
     stack = _stack()
     if not stack:
         return None
     state = stack[-1]
-    seed = tf.random.experimental.stateless_fold_in(state.seed, state.calls)
+    seed = tf.random.experimental.stateless_fold_in(state.seed, state.calls, alg=SEED_ALGORITHM)
     state.calls += 1
     return seed, state.example_offset
 
@@ -130,7 +135,7 @@ def bits_by_coordinates(shape: tf.Tensor, seed: tf.Tensor, example_offset: tf.Te
     tensor's other dimensions: a prefix of any axis is the same at any length of it)."""
     shape = tf.cast(shape, tf.int32)
     rank = shape.shape[0]
-    keys = tf.random.stateless_uniform([2], seed, minval=None, maxval=None, dtype=tf.uint32)
+    keys = tf.random.stateless_uniform([2], seed, minval=None, maxval=None, dtype=tf.uint32, alg=SEED_ALGORITHM)
     examples = tf.cast(tf.cast(example_offset, tf.int64) + tf.range(tf.cast(shape[0], tf.int64)), tf.uint32)
     h = _mix(tf.bitwise.bitwise_xor(examples, keys[0]))
     for axis in range(1, rank):

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 import tensorflow as tf
 
 from albert_tf.keras import keras
-from albert_tf.modeling.dropout import dropout_seed_scope
+from albert_tf.modeling.dropout import SEED_ALGORITHM, dropout_seed_scope
 from albert_tf.training.distribution import replica_device_type
 from albert_tf.training.xla import XlaSetting, use_xla
 
@@ -37,7 +37,7 @@ def step_seed(base_seed: int, step: tf.Tensor) -> tf.Tensor:
     """The seed of every forward pass of one training step (all replicas and micro-batches:
     examples are told apart by their position, see ``albert_tf.modeling.dropout``)."""
     seed = tf.constant([base_seed, 0x5EED], tf.int64)
-    return tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
+    return tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64), alg=SEED_ALGORITHM)
 
 
 def scalar(value) -> tf.Tensor:

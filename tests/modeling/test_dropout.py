@@ -25,6 +25,24 @@ def test_rows_depend_only_on_the_global_example_index(xla, row_shape):
     assert abs(whole.mean() - 0.5) < 0.1
 
 
+def test_masks_are_the_same_with_and_without_xla():
+    """--enable_xla compiles the training step; its masks must be those of the run without it (a run resumed
+    with the other setting, or bf16 on a CPU, where XLA is skipped, against the same run on a GPU). Under XLA
+    TensorFlow's "auto_select" generator is another one: every mask changed."""
+    x = tf.ones([4, 6, 8])
+
+    def masks(step):
+        with dropout_seed_scope(step_seed(11, step), tf.constant(0, tf.int64)):
+            return [dropout(x, 0.5, True) for _ in range(3)]  # the per-call seeds too
+
+    for step in (0, 7):
+        plain = tf.function(masks)(tf.constant(step, tf.int64))
+        compiled = tf.function(masks, jit_compile=True)(tf.constant(step, tf.int64))
+        for a, b in zip(plain, compiled):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert 0.3 < float(tf.reduce_mean(tf.cast(plain[0] > 0, tf.float32))) < 0.7
+
+
 def test_dropout_is_the_same_on_any_split_and_dtype():
     x = tf.ones([6, 10, 8])
 
