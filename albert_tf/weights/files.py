@@ -2,9 +2,10 @@
 
 Layout (as the original's Estimator): ``model.ckpt-<step>.index`` and
 ``model.ckpt-<step>.data-*`` plus a ``checkpoint`` state file that
-``tf.train.latest_checkpoint`` reads. Files that extend a prefix with a dot
-(``model.ckpt-<step>.input-0.*``, the training run's input positions) belong to it
-and go when it goes.
+``tf.train.latest_checkpoint`` reads. A training run's input positions
+(``model.ckpt-<step>.input-<worker>.index`` and ``.data-*``) belong to the checkpoint
+and go when it goes; other files that share its name (a user's ``model.ckpt-6.notes``,
+a TF1 Estimator's ``.meta``) are not this package's and stay.
 
 Atomicity: a checkpoint is written under a temporary prefix, its files renamed to
 the final prefix (data first, index last: the index is what makes it loadable), and
@@ -59,9 +60,12 @@ def files_extending(prefix: str, *name_patterns: str) -> list[str]:
                   if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns))
 
 
+_DATA_SHARD = ".data-?????-of-?????"  # TensorFlow's shard names: model.ckpt-6.data-00000-of-00001
+
+
 def _files_of(prefix: str) -> list[str]:
     """The files of one checkpoint prefix (its index and data shards, nothing else)."""
-    return files_extending(prefix, ".data-*", ".index")
+    return files_extending(prefix, _DATA_SHARD, ".index")
 
 
 def _remove_quietly(paths: list[str]) -> None:
@@ -274,10 +278,11 @@ def update_state_file(output_dir: str, checkpoint_path: str, keep_checkpoint_max
 
 
 def delete_checkpoint(prefix: str) -> None:
-    """Deletes a checkpoint and the files that extend its prefix (never ``model.ckpt-best``)."""
+    """Deletes a checkpoint and its input positions (never ``model.ckpt-best``, nor other files that
+    share its name)."""
     if prefix.endswith(BEST_BASENAME):
         return
-    for f in files_extending(prefix, ".*"):
+    for f in files_extending(prefix, _DATA_SHARD, ".index", f".input-*{_DATA_SHARD}", ".input-*.index"):
         try:
             tf.io.gfile.remove(f)
         except tf.errors.NotFoundError:

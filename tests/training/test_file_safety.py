@@ -175,6 +175,21 @@ def test_retention_never_deletes_checkpoints_the_run_did_not_write(tmp_path):
                                                      str(out / "model.ckpt-40")}
 
 
+def test_retention_deletes_only_a_checkpoints_own_files(tmp_path):
+    """A pruned step's index, data shards and input positions go; files that only share its name (a
+    user's notes, a TF1 Estimator's graph) stay."""
+    out = tmp_path / "out"
+    prefix = _save(out, 6)
+    tf.train.Checkpoint(position=tf.Variable(3)).write(f"{prefix}.input-0")
+    others = [out / "model.ckpt-6.notes.txt", out / "model.ckpt-6.meta", out / "model.ckpt-6.index.bak"]
+    for other in others:
+        other.write_text("not the run's")
+    _save(out, 7, keep=1)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("model.ckpt-6")) == sorted(
+        p.name for p in others)
+    assert [p.read_text() for p in others] == ["not the run's"] * 3
+
+
 @pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
 def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
     old = os.umask(mask)
