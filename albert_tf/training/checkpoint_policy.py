@@ -136,7 +136,7 @@ class CheckpointPolicy:
         older = [p for p in files.known_checkpoints(self.output_dir)
                  if (files.step_of(p) or 0) < (files.step_of(latest) or 0)]
         logging.warning("%s: rewriting it from the checkpoints on disk (%d, the latest %s).",
-                        problem or f"{files.STATE_FILENAME} names a damaged latest checkpoint", len(older) + 1,
+                        problem or f"{os.path.join(self.output_dir, files.STATE_FILENAME)} names a damaged latest checkpoint", len(older) + 1,
                         latest)
         files.write_state_file(self.output_dir, latest, older + [latest])
 

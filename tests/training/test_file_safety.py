@@ -175,6 +175,16 @@ def test_retention_never_deletes_checkpoints_the_run_did_not_write(tmp_path):
                                                      str(out / "model.ckpt-40")}
 
 
+def test_a_state_file_naming_a_damaged_checkpoint_is_named_with_its_path(tmp_path, caplog):
+    _checkpoints_with_state(tmp_path, b'model_checkpoint_path: "model.ckpt-30"\n')
+    (tmp_path / "model.ckpt-30.index").write_bytes(b"damaged")
+    policy = CheckpointPolicy(str(tmp_path), 10, 0, WorkerInfo(1, 0, True))
+    with caplog.at_level(std_logging.WARNING):
+        assert policy.latest() == str(tmp_path / "model.ckpt-20")
+    assert any(r.getMessage().startswith(f"{tmp_path / 'checkpoint'} names a damaged latest checkpoint: rewriting")
+               for r in caplog.records)
+
+
 def test_retention_deletes_only_a_checkpoints_own_files(tmp_path):
     """A pruned step's index, data shards and input positions go; files that only share its name (a
     user's notes, a TF1 Estimator's graph) stay."""
