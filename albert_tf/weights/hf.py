@@ -328,6 +328,8 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
                        _json_text(tokenizer))
             tf.io.gfile.copy(spm_model_file, renames.enter_context(atomic_output(_join(folder, SPM_FILE))),
                              overwrite=True)
-        safetensors.numpy.save_file(tensors, renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE))),
-                                    metadata=_METADATA)
+        # Serialised to bytes and written into the temporary file: safetensors' save_file replaces the file
+        # it is given with a new one of mode 0600, losing the mode atomic_output gave it.
+        with open(renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE))), "wb") as weights:
+            weights.write(safetensors.numpy.save(tensors, metadata=_METADATA))
     return folder

@@ -440,3 +440,17 @@ def test_half_precision_files(tmp_path, hf_folder, dtype):
     want = written["albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight"]
     np.testing.assert_array_equal(model.encoder.groups[0][0].intermediate.kernel.numpy(),
                                   want.astype(numpy_dtype).astype(np.float32).T)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_every_file_of_the_folder_gets_the_umask_mode(tmp_path, mask):
+    """model.safetensors too: safetensors' save_file would replace the temporary file with one of mode 0600."""
+    model = AlbertModel(AlbertConfig(**MULTI_GROUP))
+    model(model.dummy_inputs())
+    old = os.umask(mask)
+    try:
+        save_hf_checkpoint(model, str(tmp_path / "hf"), "AlbertModel")
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "hf").iterdir()}
+    assert modes == {"config.json": oct(0o666 & ~mask), "model.safetensors": oct(0o666 & ~mask)}
