@@ -132,9 +132,12 @@ def _export_sources(model_names: dict[str, tf.Variable], keys: set[str],
             for name in model_names}
 
 
-def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> dict[str, Optional[str]]:
+def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str],
+                 init_from_group0: bool) -> dict[str, Optional[str]]:
     """Maps TF1 names to keys of one of our checkpoints, wherever the model sat in it
-    (a pretrainer's checkpoint read into an encoder, or the reverse)."""
+    (a pretrainer's checkpoint read into an encoder, or the reverse). With `init_from_group0`
+    a variable is read from where the checkpoint keeps its group_0 counterpart (which the
+    model has too, at the same object path as in a one-group model)."""
     encoder = model.encoder if hasattr(model, "encoder") else model
     encoder_paths = object_paths(encoder)
     model_paths = object_paths(model)
@@ -147,6 +150,8 @@ def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> 
     sources = {}
     for name, var in model_names.items():
         if name.startswith("bert/"):
+            if init_from_group0:
+                var = model_names.get(name_table.group0_source_name(name), var)
             key = encoder_prefix + encoder_paths[id(var)] + _VALUE_SUFFIX
         elif root_prefix is not None:
             key = root_prefix + model_paths[id(var)] + _VALUE_SUFFIX
@@ -213,7 +218,7 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     elif fmt == "export":
         sources = _export_sources(model_names, keys, init_from_group0)
     else:
-        sources = _tf2_sources(model, model_names, keys)
+        sources = _tf2_sources(model, model_names, keys, init_from_group0)
     problems, missing_allowed = _fit(model_names, sources, shapes,
                                      lambda name: allow_missing_heads and not name.startswith("bert/"))
     if problems:

@@ -98,6 +98,25 @@ def test_init_from_group0(tmp_path, random_tf1_checkpoint):
     np.testing.assert_array_equal(g0.attention.query.kernel.numpy(), g1.attention.query.kernel.numpy())
 
 
+def test_init_from_group0_reads_our_own_checkpoints_too(tmp_path, random_tf1_checkpoint):
+    """A two-group model from a one-group albert_tf checkpoint: every group gets group_0's weights
+    as Google's one-group checkpoint holds them."""
+    weights = random_tf1_checkpoint(_config(), tmp_path / "one.ckpt")
+    one_group = AlbertPretrainer(_config())
+    load_checkpoint(one_group, str(tmp_path / "one.ckpt"))
+    save_model_checkpoint(one_group, str(tmp_path / "ours" / "model.ckpt"))
+    model = AlbertModel(_config(num_hidden_groups=2))
+    report = load_checkpoint(model, str(tmp_path / "ours"), init_from_group0=True)
+    assert report.format == "tf2"
+    group0 = "bert/encoder/transformer/group_0/inner_group_0/"
+    for g in range(2):
+        block = model.groups[g][0]
+        np.testing.assert_array_equal(block.attention.query.kernel.numpy(),
+                                      weights[group0 + "attention_1/self/query/kernel"])
+        np.testing.assert_array_equal(block.output_layer_norm.gamma.numpy(), weights[group0 + "LayerNorm_1/gamma"])
+    np.testing.assert_array_equal(model.embeddings.word_embeddings.numpy(), weights["bert/embeddings/word_embeddings"])
+
+
 def test_missing_checkpoint_named(tmp_path):
     with pytest.raises(CheckpointError, match="nowhere/model.ckpt"):
         load_checkpoint(AlbertModel(_config()), str(tmp_path / "nowhere" / "model.ckpt"))
