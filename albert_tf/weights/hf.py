@@ -58,8 +58,13 @@ class HFCheckpoint:
 
     @property
     def architecture(self) -> Optional[str]:
-        names = self.config.get("architectures") or [None]
-        return names[0]
+        return architecture_of(self.config)
+
+
+def architecture_of(config: dict[str, Any]) -> Optional[str]:
+    """The transformers class config.json names first; None when "architectures" is absent, null or []."""
+    names = config.get("architectures") or [None]
+    return names[0]
 
 
 def _join(folder: str, name: str) -> str:
