@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import posixpath
 from typing import Optional
 
 import tensorflow as tf
@@ -169,6 +170,8 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     source_format, target_format = DIRECTIONS[direction]
     if spm_model_file and target_format != "hf":
         raise CheckpointError("--spm_model_file is written only into a Hugging Face folder (*_to_hf)")
+    if target_format != "hf":
+        _refuse_a_folder_as_prefix(output)
     source = _read_source(path)
     if source.format != source_format:
         raise CheckpointError(f"--direction={direction} expects a {source_format} checkpoint, but {path} is "
@@ -196,6 +199,15 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
                     write_utf8(config_rename.enter_context(atomic_output(config_written)), config_text)
                 written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
     return Conversion(kind.name, report, written, config_written)
+
+
+def _refuse_a_folder_as_prefix(output: str) -> None:
+    """A TF checkpoint is written as files *beside* its prefix: a folder given as the prefix would put
+    DIR.index and a `checkpoint` state file in DIR's parent, a folder the user did not name."""
+    if output.endswith(("/", os.sep)) or tf.io.gfile.isdir(output):
+        example = posixpath.join(output.rstrip("/" + os.sep) or output, "model.ckpt")
+        raise CheckpointError(f"--converted_checkpoint={output} is a folder; a TF output is a checkpoint prefix "
+                              f"such as {example}")
 
 
 def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str]) -> None:

@@ -124,3 +124,25 @@ def test_a_conversion_replaces_no_file(shared, tmp_path):
     with pytest.raises(run_lock.RunLockedError, match="in use by another run"):
         convert(google, str(run / "model.ckpt"), "tf1_to_tf2", config_file=config)
     assert sorted(os.listdir(run)) == ["run.lock"]
+
+
+def test_a_folder_as_the_tf_output_is_refused_before_any_write(shared, tmp_path):
+    """A TF checkpoint's files go beside its prefix: `DIR/` or an existing DIR would write DIR.index and a
+    `checkpoint` state file into DIR's parent. Refused in one line naming the flag, the parent untouched."""
+    folder = shared("reference", "albert_tiny_shared")
+    parent = tmp_path / "parent"
+    (parent / "existing").mkdir(parents=True)
+    google = [f"--checkpoint_to_convert={folder / 'model.ckpt'}", f"--albert_config_file={folder / 'albert_config.json'}"]
+    hf_input = [f"--checkpoint_to_convert={shared('reference', 'hf_albert_tiny_shared')}"]
+    runs = [google + [f"--converted_checkpoint={parent / 'new'}/", "--direction=tf1_to_tf2"],
+            google + [f"--converted_checkpoint={parent / 'existing'}", "--direction=tf1_to_tf2"],
+            hf_input + [f"--converted_checkpoint={parent / 'existing'}", "--direction=hf_to_tf1"]]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-c", RUN_CONVERSIONS, json.dumps(runs)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 1, 1], done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("convert_checkpoint.py: error:")]
+    assert errors[0] == (f"convert_checkpoint.py: error: --converted_checkpoint={parent / 'new'}/ is a folder; "
+                         f"a TF output is a checkpoint prefix such as {parent / 'new' / 'model.ckpt'}")
+    assert errors[1].endswith(f"such as {parent / 'existing' / 'model.ckpt'}")
+    assert sorted(p.name for p in parent.rglob("*")) == ["existing"]
