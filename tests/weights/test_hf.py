@@ -454,3 +454,17 @@ def test_every_file_of_the_folder_gets_the_umask_mode(tmp_path, mask):
         os.umask(old)
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "hf").iterdir()}
     assert modes == {"config.json": oct(0o666 & ~mask), "model.safetensors": oct(0o666 & ~mask)}
+
+
+def test_a_config_with_fewer_groups_than_the_weights_is_refused(tmp_path, hf_folder):
+    """config.json says one group, model.safetensors holds two: the second group's tensors would be lost.
+    The converter exits 1 with one line naming them and the config fields, and writes nothing."""
+    hf_folder(tmp_path / "hf", MULTI_GROUP)  # 2 groups x 2 inner groups
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(dict(config, num_hidden_groups=1)))
+    done = _convert_cli(f"--checkpoint_to_convert={tmp_path / 'hf'}", f"--converted_checkpoint={tmp_path / 'out' / 'model.ckpt'}",
+                        "--direction=hf_to_tf1")
+    line = _error_line(done)
+    assert f"{tmp_path / 'hf' / 'model.safetensors'} holds 32 encoder-layer weights" in line
+    assert "albert.encoder.albert_layer_groups.1.albert_layers.0." in line and "num_hidden_groups" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
