@@ -222,6 +222,21 @@ def _drop_identity_mapping(config: dict[str, Any], tensors: dict[str, np.ndarray
             unused.append(origin.pop(MAPPING_PREFIX + suffix)[0])
 
 
+def refuse_another_layer_order(config, where: str) -> None:
+    """transformers picks layer l's group as int(l / (L / G)), the original (and albert_tf) as
+    int(l / L * G); for some (L, G), e.g. (18, 14), floating point makes them differ, and
+    transformers would compute another model from the same weights."""
+    from albert_tf.modeling.layers import group_of_layer
+
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    for layer in range(layers):
+        ours, theirs = group_of_layer(layer, layers, groups), int(layer / (layers / groups))
+        if ours != theirs:
+            raise CheckpointError(f"{where}: with num_hidden_layers={layers} and num_hidden_groups={groups}, layer "
+                                  f"{layer} uses group {ours} in ALBERT but group {theirs} in transformers, which "
+                                  f"would compute another model; Hugging Face cannot hold this config")
+
+
 # --- writing ------------------------------------------------------------------
 
 def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
@@ -311,6 +326,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
 
     from albert_tf.fileio import atomic_output, write_utf8
 
+    refuse_another_layer_order(model.config, folder)
     tensors = architecture_tensors(model, architecture)
     num_labels = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
     config = model.config.to_hf_dict(architecture, num_labels)

@@ -318,6 +318,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
+    hf.refuse_another_layer_order(model.config, checkpoint.config_path)
     _ensure_built(model)
     saves_pooler = name_table.ARCHITECTURES.get(checkpoint.architecture, name_table.ARCHITECTURES["AlbertModel"]).pooler
     notes = _config_notes(model.config, checkpoint)
