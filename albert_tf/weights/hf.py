@@ -324,7 +324,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     written; each file is replaced atomically, config.json last."""
     import safetensors.numpy
 
-    from albert_tf.fileio import atomic_output, write_utf8
+    from albert_tf.fileio import atomic_output, umask_mode, write_utf8
 
     refuse_another_layer_order(model.config, folder)
     tensors = architecture_tensors(model, architecture)
@@ -349,8 +349,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
                        _json_text(tokenizer))
             tf.io.gfile.copy(spm_model_file, renames.enter_context(atomic_output(_join(folder, SPM_FILE))),
                              overwrite=True)
-        # Serialised to bytes and written into the temporary file: safetensors' save_file replaces the file
-        # it is given with a new one of mode 0600, losing the mode atomic_output gave it.
-        with open(renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE))), "wb") as weights:
-            weights.write(safetensors.numpy.save(tensors, metadata=_METADATA))
+        weights = renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE)))
+        safetensors.numpy.save_file(tensors, weights, metadata=_METADATA)
+        os.chmod(weights, umask_mode())  # save_file puts a new file of mode 0600 in the temporary's place
     return folder
