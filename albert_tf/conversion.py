@@ -8,9 +8,9 @@ exact: values pass through float32 variables unchanged.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
+import posixpath
 from typing import Optional
 
 import tensorflow as tf
@@ -19,7 +19,7 @@ import tensorflow as tf
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
-from albert_tf.fileio import atomic_output, read_text, write_utf8
+from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
@@ -169,6 +169,8 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     source_format, target_format = DIRECTIONS[direction]
     if spm_model_file and target_format != "hf":
         raise CheckpointError("--spm_model_file is written only into a Hugging Face folder (*_to_hf)")
+    if target_format != "hf":
+        _refuse_a_folder_as_prefix(output)
     source = _read_source(path)
     if source.format != source_format:
         raise CheckpointError(f"--direction={direction} expects a {source_format} checkpoint, but {path} is "
@@ -183,6 +185,9 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     if target_format != "hf" and not config_file:
         config_written = os.path.join(folder, CONFIG_BESIDE_OUTPUT)
     with output_dir_lock(folder):  # not into a folder a run is writing; created if need be
+        # This is the lock a run's chief holds when it clears a crashed save's temporaries: what a killed
+        # conversion or run left here is no one's work in progress, only disk space.
+        files.remove_stale_temporaries(folder)
         config_text = config.to_json_string() if config_written else None
         if config_written and read_text(config_written) == config_text:
             config_written = None  # the same config is there already (another checkpoint of this model)
@@ -191,11 +196,22 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
             written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
                                          do_lower_case=do_lower_case)
         else:
-            with contextlib.ExitStack() as config_rename:  # the config written first, renamed right after
-                if config_written:
-                    write_utf8(config_rename.enter_context(atomic_output(config_written)), config_text)
-                written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
+            # The config is in place before the checkpoint: a kill in between leaves a config the rerun
+            # accepts (it is the same); the other way round, a checkpoint whose config (for an HF input,
+            # nowhere else) is lost, and a rerun refused by it.
+            if config_written:
+                atomic_write_text(config_written, config_text)
+            written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
     return Conversion(kind.name, report, written, config_written)
+
+
+def _refuse_a_folder_as_prefix(output: str) -> None:
+    """A TF checkpoint is written as files *beside* its prefix: a folder given as the prefix would put
+    DIR.index and a `checkpoint` state file in DIR's parent, a folder the user did not name."""
+    if output.endswith(("/", os.sep)) or tf.io.gfile.isdir(output):
+        example = posixpath.join(output.rstrip("/" + os.sep) or output, "model.ckpt")
+        raise CheckpointError(f"--converted_checkpoint={output} is a folder; a TF output is a checkpoint prefix "
+                              f"such as {example}")
 
 
 def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str]) -> None:

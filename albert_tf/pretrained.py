@@ -53,7 +53,7 @@ def from_pretrained(path: str, *, config_file: Optional[str] = None, kind: str =
 
     architecture = None
     if hf.is_hf_checkpoint(path):
-        architecture = hf.read_config(path).get("architectures", [None])[0]
+        architecture = hf.architecture_of(hf.read_config(path))
         if architecture is not None and architecture not in names.ARCHITECTURES:
             raise CheckpointError(f"{os.path.join(path, hf.CONFIG_FILE)}: {architecture} has no albert_tf "
                                   f"counterpart; known: {', '.join(names.ARCHITECTURES)}")

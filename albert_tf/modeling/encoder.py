@@ -90,12 +90,16 @@ class AlbertModel(_IdsModel):
         self.embedding_hidden_mapping_in = (
             dense(config.hidden_size, init_range, "embedding_hidden_mapping_in", layer_class=SharedDense)
             if config.embedding_size != config.hidden_size else None)
-        # groups[g][i]: inner block i of group g; shared by all layers using group g.
+        # groups[g][i]: inner block i of group g; shared by all layers using group g. A group no
+        # layer uses (int(l / L * G) skips group 15 of 22 layers in 22 groups) has no blocks: the
+        # original creates no variables for it either.
+        used = {group_of_layer(l, config.num_hidden_layers, config.num_hidden_groups)
+                for l in range(config.num_hidden_layers)}
         self.groups = [
             [TransformerBlock(config.hidden_size, config.num_attention_heads, config.intermediate_size,
                               config.hidden_act, config.hidden_dropout_prob, config.attention_probs_dropout_prob,
                               init_range, name=f"group_{g}_inner_group_{i}")
-             for i in range(config.inner_group_num)]
+             for i in range(config.inner_group_num if g in used else 0)]
             for g in range(config.num_hidden_groups)
         ]
         self.pooler = dense(config.hidden_size, init_range, "pooler", "tanh")

@@ -58,8 +58,13 @@ class HFCheckpoint:
 
     @property
     def architecture(self) -> Optional[str]:
-        names = self.config.get("architectures") or [None]
-        return names[0]
+        return architecture_of(self.config)
+
+
+def architecture_of(config: dict[str, Any]) -> Optional[str]:
+    """The transformers class config.json names first; None when "architectures" is absent, null or []."""
+    names = config.get("architectures") or [None]
+    return names[0]
 
 
 def _join(folder: str, name: str) -> str:
@@ -217,6 +222,21 @@ def _drop_identity_mapping(config: dict[str, Any], tensors: dict[str, np.ndarray
             unused.append(origin.pop(MAPPING_PREFIX + suffix)[0])
 
 
+def refuse_another_layer_order(config, where: str) -> None:
+    """transformers picks layer l's group as int(l / (L / G)), the original (and albert_tf) as
+    int(l / L * G); for some (L, G), e.g. (18, 14), floating point makes them differ, and
+    transformers would compute another model from the same weights."""
+    from albert_tf.modeling.layers import group_of_layer
+
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    for layer in range(layers):
+        ours, theirs = group_of_layer(layer, layers, groups), int(layer / (layers / groups))
+        if ours != theirs:
+            raise CheckpointError(f"{where}: with num_hidden_layers={layers} and num_hidden_groups={groups}, layer "
+                                  f"{layer} uses group {ours} in ALBERT but group {theirs} in transformers, which "
+                                  f"would compute another model; Hugging Face cannot hold this config")
+
+
 # --- writing ------------------------------------------------------------------
 
 def architecture_tensors(model, architecture: str) -> dict[str, np.ndarray]:
@@ -304,8 +324,9 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     written; each file is replaced atomically, config.json last."""
     import safetensors.numpy
 
-    from albert_tf.fileio import atomic_output, write_utf8
+    from albert_tf.fileio import atomic_output, umask_mode, write_utf8
 
+    refuse_another_layer_order(model.config, folder)
     tensors = architecture_tensors(model, architecture)
     num_labels = tensors["classifier.weight"].shape[0] if "classifier.weight" in tensors else None
     config = model.config.to_hf_dict(architecture, num_labels)
@@ -328,6 +349,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
                        _json_text(tokenizer))
             tf.io.gfile.copy(spm_model_file, renames.enter_context(atomic_output(_join(folder, SPM_FILE))),
                              overwrite=True)
-        safetensors.numpy.save_file(tensors, renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE))),
-                                    metadata=_METADATA)
+        weights = renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE)))
+        safetensors.numpy.save_file(tensors, weights, metadata=_METADATA)
+        os.chmod(weights, umask_mode())  # save_file puts a new file of mode 0600 in the temporary's place
     return folder

@@ -123,30 +123,37 @@ def _export_sources(model_names: dict[str, tf.Variable], keys: set[str],
                     init_from_group0: bool) -> dict[str, Optional[str]]:
     """Maps TF1 names to keys of our export, which tracks them by TF1 name (object-graph
     escaping: "/" is ".S", "." is "..")."""
-    by_name = {}
-    for key in keys:
-        if key.startswith(EXPORT_VARIABLES) and key.endswith(_VALUE_SUFFIX):
-            escaped = key[len(EXPORT_VARIABLES): -len(_VALUE_SUFFIX)]
-            by_name[re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), escaped)] = key
+    by_name = {name: key for key, name in _export_names(keys).items()}
     return {name: by_name.get(name_table.group0_source_name(name) if init_from_group0 else name)
             for name in model_names}
 
 
-def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> dict[str, Optional[str]]:
+def _export_names(keys) -> dict[str, str]:
+    """Key of our export -> the TF1 name it holds."""
+    names = {}
+    for key in keys:
+        if key.startswith(EXPORT_VARIABLES) and key.endswith(_VALUE_SUFFIX):
+            escaped = key[len(EXPORT_VARIABLES): -len(_VALUE_SUFFIX)]
+            names[key] = re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), escaped)
+    return names
+
+
+def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str],
+                 init_from_group0: bool) -> dict[str, Optional[str]]:
     """Maps TF1 names to keys of one of our checkpoints, wherever the model sat in it
-    (a pretrainer's checkpoint read into an encoder, or the reverse)."""
+    (a pretrainer's checkpoint read into an encoder, or the reverse). With `init_from_group0`
+    a variable is read from where the checkpoint keeps its group_0 counterpart (which the
+    model has too, at the same object path as in a one-group model)."""
     encoder = model.encoder if hasattr(model, "encoder") else model
     encoder_paths = object_paths(encoder)
     model_paths = object_paths(model)
-    word_key = "embeddings/word_embeddings" + _VALUE_SUFFIX
-    encoder_prefixes = sorted((k[: -len(word_key)] for k in keys if k.endswith(word_key)), key=len)
-    if not encoder_prefixes:
-        raise CheckpointError("checkpoint has no ALBERT encoder (no embeddings/word_embeddings)")
-    encoder_prefix = encoder_prefixes[0]
+    encoder_prefix = _tf2_encoder_prefix(keys)
     root_prefix = encoder_prefix[: -len("encoder/")] if encoder_prefix.endswith("encoder/") else None
     sources = {}
     for name, var in model_names.items():
         if name.startswith("bert/"):
+            if init_from_group0:
+                var = model_names.get(name_table.group0_source_name(name), var)
             key = encoder_prefix + encoder_paths[id(var)] + _VALUE_SUFFIX
         elif root_prefix is not None:
             key = root_prefix + model_paths[id(var)] + _VALUE_SUFFIX
@@ -154,6 +161,40 @@ def _tf2_sources(model, model_names: dict[str, tf.Variable], keys: set[str]) -> 
             key = None
         sources[name] = key if key in keys else None
     return sources
+
+
+def _tf2_encoder_prefix(keys) -> str:
+    """Where the encoder sits in one of our checkpoints ("model/" or "model/encoder/")."""
+    word_key = "embeddings/word_embeddings" + _VALUE_SUFFIX
+    encoder_prefixes = sorted((k[: -len(word_key)] for k in keys if k.endswith(word_key)), key=len)
+    if not encoder_prefixes:
+        raise CheckpointError("checkpoint has no ALBERT encoder (no embeddings/word_embeddings)")
+    return encoder_prefixes[0]
+
+
+# AlbertModel.groups[g][i] (a transformer block) as tf.train.Checkpoint names it below the encoder.
+_TF2_BLOCKS = "groups/"
+_TF2_SLOT = "/.OPTIMIZER_SLOT/"
+
+
+def _encoder_layer_entries(fmt: str, keys) -> list[str]:
+    """The checkpoint entries that hold transformer-block weights (optimizer slots aside)."""
+    if fmt == "tf1":
+        return [k for k in keys if name_table.is_encoder_layer_name(_strip_hub(k))]
+    if fmt == "export":
+        return [k for k, name in _export_names(keys).items() if name_table.is_encoder_layer_name(name)]
+    blocks = _tf2_encoder_prefix(keys) + _TF2_BLOCKS
+    return [k for k in keys if k.startswith(blocks) and k.endswith(_VALUE_SUFFIX) and _TF2_SLOT not in k]
+
+
+def _refuse_unused_layers(where: str, unused: list[str]) -> None:
+    """Transformer-block weights the model has no place for would be lost (a config with fewer groups or
+    inner groups than the checkpoint): refused, where heads, slots and global_step are skipped."""
+    if unused:
+        shown = ", ".join(sorted(unused)[:3]) + (", ..." if len(unused) > 3 else "")
+        raise CheckpointError(f"{where} holds {len(unused)} encoder-layer weights the model does not use "
+                              f"({shown}); check config fields num_hidden_groups / inner_group_num, which give "
+                              f"the model fewer groups or inner groups than the checkpoint")
 
 
 def _fit(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], shapes: dict[str, tuple],
@@ -174,14 +215,11 @@ def _fit(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]],
     return problems, sorted(missing_allowed)
 
 
-def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], read) -> set[str]:
-    used = set()
+def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], read) -> None:
     for name, var in model_names.items():
         source = sources[name]
         if source is not None:
             var.assign(tf.cast(read(source), var.dtype))
-            used.add(source)
-    return used
 
 
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
@@ -213,7 +251,7 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     elif fmt == "export":
         sources = _export_sources(model_names, keys, init_from_group0)
     else:
-        sources = _tf2_sources(model, model_names, keys)
+        sources = _tf2_sources(model, model_names, keys, init_from_group0)
     problems, missing_allowed = _fit(model_names, sources, shapes,
                                      lambda name: allow_missing_heads and not name.startswith("bert/"))
     if problems:
@@ -223,7 +261,9 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
                          f"{name_table.mismatch_hint(name, expected, found)}")
         raise CheckpointError("\n".join(lines))
-    used = _assign(model_names, sources, reader.get_tensor)
+    used = {source for source in sources.values() if source is not None}
+    _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
+    _assign(model_names, sources, reader.get_tensor)
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
     loaded = sorted(n for n in model_names if sources[n] is not None)
     return LoadReport(prefix, fmt, loaded, skipped, missing_allowed)
@@ -278,6 +318,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
+    hf.refuse_another_layer_order(model.config, checkpoint.config_path)
     _ensure_built(model)
     saves_pooler = name_table.ARCHITECTURES.get(checkpoint.architecture, name_table.ARCHITECTURES["AlbertModel"]).pooler
     notes = _config_notes(model.config, checkpoint)
@@ -294,7 +335,10 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     if problems:
         raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
                                         for name, expected, found in problems))
-    used = _assign(model_names, sources, checkpoint.tensors.__getitem__)
+    used = {source for source in sources.values() if source is not None}
+    _refuse_unused_layers(checkpoint.weights_path, [checkpoint.origin[k][0] for k in checkpoint.tensors
+                                                    if k not in used and name_table.is_encoder_layer_name(k)])
+    _assign(model_names, sources, checkpoint.tensors.__getitem__)
     skipped = sorted([checkpoint.origin[k][0] for k in checkpoint.tensors if k not in used] + checkpoint.unused)
     loaded = sorted(n for n in model_names if sources[n] is not None)
     return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes)

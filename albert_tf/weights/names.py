@@ -206,11 +206,20 @@ _HF_SUFFIXES = {
 }
 
 
-def _template_regex(template: str) -> re.Pattern:
-    """A full-match regex for a name template with {g} / {i} placeholders."""
+def _template_regex(template: str, whole: bool = True) -> re.Pattern:
+    """A regex for a name template with {g} / {i} placeholders: the whole name, or (`whole=False`) its start."""
     parts = re.split(r"\{(g|i)\}", template)  # literal, placeholder, literal, ...
     pattern = "".join(re.escape(part) if k % 2 == 0 else rf"(?P<{part}>\d+)" for k, part in enumerate(parts))
-    return re.compile(pattern + "$")
+    return re.compile(pattern + ("$" if whole else ""))
+
+
+_LAYER_START = _template_regex(_LAYER + "/", whole=False)
+
+
+def is_encoder_layer_name(tf1_name: str) -> bool:
+    """True for a weight of a transformer block (bert/encoder/transformer/group_N/inner_group_M/...),
+    False for optimizer slots on it and everything else."""
+    return bool(_LAYER_START.match(tf1_name)) and is_weight_name(tf1_name)
 
 
 def _join(prefix: str, suffix: str, separator: str) -> str:

@@ -88,3 +88,38 @@ def test_a_misspelt_field_is_warned_of_and_others_are_not(caplog):
     with caplog.at_level(logging.WARNING):  # the real field given too: the extra is deliberate, no warning
         AlbertConfig(**base, hidden_dropout_prob=0.1, hidden_dropout_porb=0.3)
     assert not [r for r in caplog.records if "is not a field" in r.getMessage()]
+
+
+def test_a_group_no_layer_uses_gets_no_variables_like_the_original(tmp_path, tf1_shapes):
+    """22 layers in 22 groups: the original's int(l / L * G) gives layer 15 group 14 and no layer group 15,
+    so its checkpoint has no group_15. Ours builds none either: its checkpoint loads, and ours saves the
+    same names."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import load_checkpoint
+    from albert_tf.weights import save_tf1_checkpoint
+
+    config = AlbertConfig(vocab_size=40, embedding_size=4, hidden_size=8, num_hidden_layers=22, num_hidden_groups=22,
+                          num_attention_heads=2, intermediate_size=8, max_position_embeddings=16)
+    assert int(15 / 22 * 22) == 14 and int(16 / 22 * 22) == 16
+    original = {name: shape for name, shape in tf1_shapes(config).items()
+                if "/group_15/" not in name and name.startswith("bert/")}
+    rng = np.random.default_rng(0)
+    names = sorted(original)
+    values = [tf.constant(rng.standard_normal(original[n]).astype(np.float32)) for n in names]
+    tf.raw_ops.SaveV2(prefix=str(tmp_path / "google.ckpt"), tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=values)
+    model = AlbertModel(config)
+    report = load_checkpoint(model, str(tmp_path / "google.ckpt"))
+    assert sorted(report.loaded) == names
+    save_tf1_checkpoint(model, str(tmp_path / "ours" / "model.ckpt"))
+    assert sorted(tf.train.load_checkpoint(str(tmp_path / "ours" / "model.ckpt")).get_variable_to_shape_map()) == names
+    assert model.groups[15] == [] and len(model.groups[16]) == 1
+    from albert_tf.weights import save_model_checkpoint
+
+    save_model_checkpoint(model, str(tmp_path / "tf2" / "model.ckpt"))
+    again = AlbertModel(config)
+    assert load_checkpoint(again, str(tmp_path / "tf2")).format == "tf2"
+    np.testing.assert_array_equal(again.groups[16][0].attention.query.kernel.numpy(),
+                                  model.groups[16][0].attention.query.kernel.numpy())

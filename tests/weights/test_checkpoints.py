@@ -98,6 +98,68 @@ def test_init_from_group0(tmp_path, random_tf1_checkpoint):
     np.testing.assert_array_equal(g0.attention.query.kernel.numpy(), g1.attention.query.kernel.numpy())
 
 
+def test_init_from_group0_reads_our_own_checkpoints_too(tmp_path, random_tf1_checkpoint):
+    """A two-group model from a one-group albert_tf checkpoint: every group gets group_0's weights
+    as Google's one-group checkpoint holds them."""
+    weights = random_tf1_checkpoint(_config(), tmp_path / "one.ckpt")
+    one_group = AlbertPretrainer(_config())
+    load_checkpoint(one_group, str(tmp_path / "one.ckpt"))
+    save_model_checkpoint(one_group, str(tmp_path / "ours" / "model.ckpt"))
+    model = AlbertModel(_config(num_hidden_groups=2))
+    report = load_checkpoint(model, str(tmp_path / "ours"), init_from_group0=True)
+    assert report.format == "tf2"
+    group0 = "bert/encoder/transformer/group_0/inner_group_0/"
+    for g in range(2):
+        block = model.groups[g][0]
+        np.testing.assert_array_equal(block.attention.query.kernel.numpy(),
+                                      weights[group0 + "attention_1/self/query/kernel"])
+        np.testing.assert_array_equal(block.output_layer_norm.gamma.numpy(), weights[group0 + "LayerNorm_1/gamma"])
+    np.testing.assert_array_equal(model.embeddings.word_embeddings.numpy(), weights["bert/embeddings/word_embeddings"])
+
+
+def _slots_on_every_weight(config) -> dict:
+    """adam_m / adam_v beside every weight, as the original's optimizer leaves them."""
+    from tests.conftest import _tf1_shapes
+
+    return {f"{name}/{slot}": np.zeros(shape, np.float32) for name, shape in _tf1_shapes(config).items()
+            for slot in ("adam_m", "adam_v")}
+
+
+@pytest.mark.parametrize("fewer, lost, lost_tf2", [
+    (dict(num_hidden_groups=1, inner_group_num=2), "/group_1/inner_group_0/", "groups/1/0/"),
+    (dict(num_hidden_groups=2, inner_group_num=1), "/group_0/inner_group_1/", "groups/0/1/")], ids=["groups", "inner"])
+def test_encoder_layers_the_config_has_no_place_for_are_refused(tmp_path, random_tf1_checkpoint, fewer, lost,
+                                                                 lost_tf2):
+    """A config with fewer groups or inner groups than the checkpoint would drop transformer blocks:
+    refused in one line naming them and the config fields, from Google's format and ours."""
+    two_by_two = _config(num_hidden_groups=2, inner_group_num=2)
+    random_tf1_checkpoint(two_by_two, tmp_path / "google.ckpt", extra=_slots_on_every_weight(two_by_two))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(AlbertModel(_config(**fewer)), str(tmp_path / "google.ckpt"))
+    text = str(err.value)
+    assert "\n" not in text and "holds 32 encoder-layer weights" in text and lost in text
+    assert "num_hidden_groups / inner_group_num" in text
+    assert "adam_" not in text
+    model = AlbertPretrainer(two_by_two)
+    load_checkpoint(model, str(tmp_path / "google.ckpt"))
+    save_model_checkpoint(model, str(tmp_path / "ours" / "model.ckpt"))
+    with pytest.raises(CheckpointError, match=r"^checkpoint \S*ours/model.ckpt holds 32 encoder-layer weights "
+                                              rf".*\(model/encoder/{lost_tf2}.*num_hidden_groups / inner_group_num"):
+        load_checkpoint(AlbertModel(_config(**fewer)), str(tmp_path / "ours"))
+
+
+def test_slots_step_and_heads_beside_the_encoder_are_still_skipped(tmp_path, random_tf1_checkpoint):
+    """What the model has no place for but loses nothing of it: optimizer slots on every weight,
+    global_step, and the pretraining heads when only the encoder is loaded."""
+    two_by_two = _config(num_hidden_groups=2, inner_group_num=2)
+    weights = random_tf1_checkpoint(two_by_two, tmp_path / "google.ckpt", extra=_slots_on_every_weight(two_by_two))
+    model = AlbertModel(two_by_two)
+    report = load_checkpoint(model, str(tmp_path / "google.ckpt"))
+    assert "cls/seq_relationship/output_weights" in report.skipped and "global_step" in report.skipped
+    np.testing.assert_array_equal(model.groups[1][1].attention.key.kernel.numpy(),
+                                  weights["bert/encoder/transformer/group_1/inner_group_1/attention_1/self/key/kernel"])
+
+
 def test_missing_checkpoint_named(tmp_path):
     with pytest.raises(CheckpointError, match="nowhere/model.ckpt"):
         load_checkpoint(AlbertModel(_config()), str(tmp_path / "nowhere" / "model.ckpt"))

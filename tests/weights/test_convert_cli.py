@@ -124,3 +124,67 @@ def test_a_conversion_replaces_no_file(shared, tmp_path):
     with pytest.raises(run_lock.RunLockedError, match="in use by another run"):
         convert(google, str(run / "model.ckpt"), "tf1_to_tf2", config_file=config)
     assert sorted(os.listdir(run)) == ["run.lock"]
+
+
+def test_a_folder_as_the_tf_output_is_refused_before_any_write(shared, tmp_path):
+    """A TF checkpoint's files go beside its prefix: `DIR/` or an existing DIR would write DIR.index and a
+    `checkpoint` state file into DIR's parent. Refused in one line naming the flag, the parent untouched."""
+    folder = shared("reference", "albert_tiny_shared")
+    parent = tmp_path / "parent"
+    (parent / "existing").mkdir(parents=True)
+    google = [f"--checkpoint_to_convert={folder / 'model.ckpt'}", f"--albert_config_file={folder / 'albert_config.json'}"]
+    hf_input = [f"--checkpoint_to_convert={shared('reference', 'hf_albert_tiny_shared')}"]
+    runs = [google + [f"--converted_checkpoint={parent / 'new'}/", "--direction=tf1_to_tf2"],
+            google + [f"--converted_checkpoint={parent / 'existing'}", "--direction=tf1_to_tf2"],
+            hf_input + [f"--converted_checkpoint={parent / 'existing'}", "--direction=hf_to_tf1"]]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-c", RUN_CONVERSIONS, json.dumps(runs)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 1, 1], done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("convert_checkpoint.py: error:")]
+    assert errors[0] == (f"convert_checkpoint.py: error: --converted_checkpoint={parent / 'new'}/ is a folder; "
+                         f"a TF output is a checkpoint prefix such as {parent / 'new' / 'model.ckpt'}")
+    assert errors[1].endswith(f"such as {parent / 'existing' / 'model.ckpt'}")
+    assert sorted(p.name for p in parent.rglob("*")) == ["existing"]
+
+
+def test_a_kill_at_the_config_leaves_a_state_the_rerun_completes(shared, tmp_path, monkeypatch):
+    """hf_to_tf1 brings a config that exists nowhere else: it is put in place before the checkpoint, so a kill
+    while it is renamed leaves no checkpoint without it, and the rerun writes both."""
+    from albert_tf import fileio
+    from albert_tf.conversion import convert
+
+    hf_input, out = str(shared("reference", "hf_albert_tiny_shared")), tmp_path / "out"
+    real_replace = os.replace
+
+    def killed_at_the_config(src, dst):
+        if str(dst).endswith("albert_config.json"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(fileio.os, "replace", killed_at_the_config)
+    with pytest.raises(KeyboardInterrupt):
+        convert(hf_input, str(out / "model.ckpt"), "hf_to_tf1")
+    monkeypatch.undo()
+    assert not (out / "model.ckpt.index").exists()
+    done = convert(hf_input, str(out / "model.ckpt"), "hf_to_tf1")
+    assert done.config_written == str(out / "albert_config.json")
+    assert json.loads((out / "albert_config.json").read_text())["num_hidden_layers"] == \
+        json.loads((shared("reference", "hf_albert_tiny_shared") / "config.json").read_text())["num_hidden_layers"]
+    assert (out / "model.ckpt.index").exists()
+
+
+def test_the_converter_clears_what_killed_writes_left_in_its_output_folder(shared, tmp_path):
+    """Under the folder's run lock (the one a run's chief holds when it does the same), the temporaries this
+    package's writers name are removed; a user's file with .tmp- in its name is not."""
+    from albert_tf.conversion import convert
+
+    out = tmp_path / "out"
+    out.mkdir()
+    left = [".tmp-0123456789abcdef0123456789abcdef-model.ckpt.index", "model.safetensors.tmp-a1b2c3d4.tmp",
+            "albert_config.json.tmp-zz_9y8x7.tmp"]
+    for name in left + ["notes.tmp-mine"]:
+        (out / name).write_bytes(b"x" * 100)
+    convert(str(shared("reference", "hf_albert_tiny_shared")), str(out / "model.ckpt"), "hf_to_tf1")
+    assert sorted(p.name for p in out.iterdir()) == ["albert_config.json", "checkpoint", "model.ckpt.data-00000-of-00001",
+                                                     "model.ckpt.index", "notes.tmp-mine"]

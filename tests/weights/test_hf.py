@@ -440,3 +440,54 @@ def test_half_precision_files(tmp_path, hf_folder, dtype):
     want = written["albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight"]
     np.testing.assert_array_equal(model.encoder.groups[0][0].intermediate.kernel.numpy(),
                                   want.astype(numpy_dtype).astype(np.float32).T)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_every_file_of_the_folder_gets_the_umask_mode(tmp_path, mask):
+    """model.safetensors too: safetensors' save_file would replace the temporary file with one of mode 0600."""
+    model = AlbertModel(AlbertConfig(**MULTI_GROUP))
+    model(model.dummy_inputs())
+    old = os.umask(mask)
+    try:
+        save_hf_checkpoint(model, str(tmp_path / "hf"), "AlbertModel")
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "hf").iterdir()}
+    assert modes == {"config.json": oct(0o666 & ~mask), "model.safetensors": oct(0o666 & ~mask)}
+
+
+def test_a_config_with_fewer_groups_than_the_weights_is_refused(tmp_path, hf_folder):
+    """config.json says one group, model.safetensors holds two: the second group's tensors would be lost.
+    The converter exits 1 with one line naming them and the config fields, and writes nothing."""
+    hf_folder(tmp_path / "hf", MULTI_GROUP)  # 2 groups x 2 inner groups
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(dict(config, num_hidden_groups=1)))
+    done = _convert_cli(f"--checkpoint_to_convert={tmp_path / 'hf'}", f"--converted_checkpoint={tmp_path / 'out' / 'model.ckpt'}",
+                        "--direction=hf_to_tf1")
+    line = _error_line(done)
+    assert f"{tmp_path / 'hf' / 'model.safetensors'} holds 32 encoder-layer weights" in line
+    assert "albert.encoder.albert_layer_groups.1.albert_layers.0." in line and "num_hidden_groups" in line
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# L=18, G=14: Google's modeling.py gives layer 9 group int(9 / 18 * 14) = 7, transformers' modeling_albert
+# int(9 / (18 / 14)) = 6 (float rounding); 18 = 6 x 3 layers with 3 groups agree (both give 0,0,...,2).
+ANOTHER_ORDER = dict(vocab_size=40, embedding_size=8, hidden_size=8, num_hidden_layers=18, num_hidden_groups=14,
+                     num_attention_heads=2, intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+
+
+def test_a_layer_order_transformers_does_not_share_is_refused_both_ways(tmp_path, hf_folder):
+    assert int(9 / 18 * 14) == 7 and int(9 / (18 / 14)) == 6
+    model = AlbertModel(AlbertConfig(**ANOTHER_ORDER))
+    with pytest.raises(CheckpointError, match=r"^\S*out: with num_hidden_layers=18 and num_hidden_groups=14, "
+                                              r"layer 9 uses group 7 in ALBERT but group 6 in transformers"):
+        save_hf_checkpoint(model, str(tmp_path / "out"), "AlbertModel")
+    assert not (tmp_path / "out").exists()
+    hf_folder(tmp_path / "hf", ANOTHER_ORDER, architecture="AlbertModel", prefix="", heads="none")
+    done = _convert_cli(f"--checkpoint_to_convert={tmp_path / 'hf'}",
+                        f"--converted_checkpoint={tmp_path / 'tf1' / 'model.ckpt'}", "--direction=hf_to_tf1")
+    assert f"{tmp_path / 'hf' / 'config.json'}: with num_hidden_layers=18" in _error_line(done)
+    with pytest.raises(CheckpointError, match="layer 9 uses group 7 in ALBERT but group 6 in transformers"):
+        load_checkpoint(AlbertModel(AlbertConfig(**ANOTHER_ORDER)), str(tmp_path / "hf"))
+    agreeing = dict(ANOTHER_ORDER, num_hidden_groups=3)
+    save_hf_checkpoint(AlbertModel(AlbertConfig(**agreeing)), str(tmp_path / "fine"), "AlbertModel")

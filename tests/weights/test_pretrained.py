@@ -135,6 +135,20 @@ def test_google_tf1_checkpoint_with_its_config(shared):
         assert _max_diff(out["sop_logits"], want["sop_logits"]) <= TOL
 
 
+@pytest.mark.parametrize("architectures", [[], None], ids=["empty", "null"])
+def test_a_config_naming_no_architecture_opens_by_the_weights_heads(shared, tmp_path, architectures):
+    """"architectures": [] or null says nothing, like an absent field: the heads in the weights decide."""
+    source = shared("reference", "hf_albert_tiny_shared")
+    shutil.copytree(source, tmp_path / "folder")
+    config = json.loads((source / "config.json").read_text())
+    config["architectures"] = architectures
+    (tmp_path / "folder" / "config.json").write_text(json.dumps(config))
+    inputs, want = _io(source)
+    model = albert_tf.from_pretrained(str(tmp_path / "folder"))
+    assert type(model).__name__ == "AlbertPretrainer"
+    assert _max_diff(model(inputs)["sop_logits"], want["sop_logits"]) <= TOL
+
+
 def test_errors_name_the_file(shared, tmp_path):
     source = shared("reference", "hf_albert_tiny_heads", "AlbertForQuestionAnswering")
     shutil.copytree(source, tmp_path / "tokens")
