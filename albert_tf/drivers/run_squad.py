@@ -105,6 +105,8 @@ def _validate(config) -> list[str]:
         problems.extend(check_export_dir(f.export_dir))
     if f.do_train and not f.train_file:
         problems.append("--do_train needs --train_file")
+    if f.do_train and not f.num_train_epochs > 0:  # the step count's max(1, ...) would hide it: 1 step
+        problems.append(f"--num_train_epochs must be > 0, got {f.num_train_epochs}")
     if f.do_predict and not f.predict_file:
         problems.append("--do_predict needs --predict_file")
     for name in ("train_file", "predict_file"):

@@ -234,6 +234,7 @@ for args in json.loads(sys.argv[1]):
 def test_driver_errors(common, shared, tmp_path):
     squad = shared("data", "squad")
     dev = f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}"
+    train = f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q-broken"}]}]}]}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
@@ -254,6 +255,11 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'e'}", "--do_predict", dev],
          "needs a fine-tuned checkpoint: none in --output_dir"),
         ([f"--output_dir={tmp_path / 'f'}", "--do_train", f"--train_file={bad}"], "'q-broken'"),
+        # max(1, ...) of the step count trained one step and ended well
+        ([f"--output_dir={tmp_path / 'epochs0'}", "--do_train", train, "--num_train_epochs=0"],
+         "--num_train_epochs must be > 0, got 0.0"),
+        ([f"--output_dir={tmp_path / 'epochs_neg'}", "--do_train", train, "--num_train_epochs=-2"],
+         "--num_train_epochs must be > 0, got -2.0"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
@@ -262,4 +268,8 @@ def test_driver_errors(common, shared, tmp_path):
     assert len(outputs) == len(cases) + 1, run.stderr[-3000:]
     for (args, message), before, after in zip(cases, outputs[:-1], outputs[1:]):
         assert after.startswith("1") and message in before, (args, before[-1500:])
+        errors = [line for line in before.splitlines() if "run_squad.py: error:" in line]
+        assert len(errors) == 1 and message in errors[0] and "Traceback" not in before, (args, before[-1500:])
+        output_dir = pathlib.Path(args[0].split("=", 1)[1])
+        assert not output_dir.exists(), (args, list(output_dir.iterdir()))
     assert (users_export / "albert_model.tflite").read_bytes() == b"TFL3 not ours"
