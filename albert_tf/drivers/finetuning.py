@@ -71,6 +71,21 @@ def define_length_flags() -> None:
                       "resumable sampler): less padding, other batch composition.")
 
 
+def stage_flag_problems(f: flags.FlagValues) -> list[str]:
+    """What is wrong with the flags of the stages the run asks for (``--do_train``: the training
+    flags), each problem naming the flag as typed."""
+    from albert_tf.training.flags import training_flag_problems
+
+    return training_flag_problems(f) if f.do_train else []
+
+
+def check_stage_flags(f: flags.FlagValues) -> None:
+    """``stage_flag_problems`` as one error line, before any work."""
+    problems = stage_flag_problems(f)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def check_max_seq_length(max_seq_length: int, max_position_embeddings: int) -> None:
     """The original's refusal of a sequence longer than the model's position table."""
     if max_seq_length > max_position_embeddings:

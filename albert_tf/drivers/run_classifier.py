@@ -26,8 +26,9 @@ import math
 from absl import flags, logging
 
 from albert_tf.cli import entry_point, require_flags
-from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
-                                          define_stage_flags, finetuning_main, job_from_flags)
+from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
+                                          define_serving_precision_flag, define_stage_flags, finetuning_main,
+                                          job_from_flags)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
@@ -82,6 +83,7 @@ def task_and_job_from_flags():
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
     require_flags(FLAGS, *REQUIRED)
+    check_stage_flags(FLAGS)
     if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
         processor = custom_processor_from_flags()
     else:

@@ -48,7 +48,7 @@ from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
-                                          define_stage_flags, job_from_flags, run_and_report)
+                                          define_stage_flags, job_from_flags, run_and_report, stage_flag_problems)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 
@@ -107,6 +107,7 @@ def _validate(config) -> list[str]:
         problems.append("--do_train needs --train_file")
     if f.do_train and not f.num_train_epochs > 0:  # the step count's max(1, ...) would hide it: 1 step
         problems.append(f"--num_train_epochs must be > 0, got {f.num_train_epochs}")
+    problems.extend(stage_flag_problems(f))
     if f.do_predict and not f.predict_file:
         problems.append("--do_predict needs --predict_file")
     for name in ("train_file", "predict_file"):

@@ -77,6 +77,16 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
 
 
+def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
+    """What is wrong with a training run's flags, each problem naming the flag as typed; for a
+    driver to refuse before any work (the loop's own checks come after the data was read)."""
+    f = flag_values
+    problems = []
+    if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
+        problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
+    return problems
+
+
 def strategy_from_flags(flag_values: flags.FlagValues | None = None):
     """Sets the precision policy and builds the strategy from ``define_flags()``'s flags."""
     f = flag_values or flags.FLAGS

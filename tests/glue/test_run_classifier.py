@@ -203,6 +203,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
                                "--seq_length_buckets=16,32"],
         "wordpiece export": ["--task_name=MRPC", "--do_train", base[0], base[1], base[3], base[4],
                              f"--vocab_file={tmp_path / 'vocab.txt'}", f"--export_dir={tmp_path / 'export'}"],
+        # trained by gradient ascent (or not at all) and ended well
+        "negative learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=-1"],
+        "zero learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=0"],
     }
     results = driver_errors(cases)
     expected = {
@@ -215,11 +218,14 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "padded and buckets": "--pad_to_max_length keeps every row at --max_seq_length, so --seq_length_buckets "
                               "would be ignored",
         "wordpiece export": "a WordPiece --vocab_file cannot be exported",  # before training, not after it
+        "negative learning rate": "--learning_rate must be > 0, got -1.0",
+        "zero learning rate": "--learning_rate must be > 0, got 0.0",
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
         assert text in results[name]["stderr"], (name, results[name]["stderr"])
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
+        assert len(results[name]["stderr"].strip().splitlines()) == 1, (name, results[name]["stderr"])
     assert not (tmp_path / "out").exists()
 
 

@@ -104,3 +104,21 @@ def test_resume_after_sigkill_is_exact(data, tmp_path):
     assert set(a) == set(b) and a
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
     assert worst <= 1e-6, worst
+
+
+# flags -> the one line that refuses them, before anything is read or written
+FLAG_ERRORS = {
+    "lr_negative": (["--learning_rate=-0.1"], "--learning_rate must be > 0, got -0.1"),  # gradient ascent
+}
+
+
+def test_flag_errors_are_one_line_before_any_work(tmp_path, driver_cases):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY))
+    common = [f"--albert_config_file={config}", f"--input_file={tmp_path / 'none.tfrecord'}"]
+    results = driver_cases("run_pretraining", {name: [*common, f"--output_dir={tmp_path / name}", *extra]
+                                               for name, (extra, _) in FLAG_ERRORS.items()})
+    for name, (_, message) in FLAG_ERRORS.items():
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_pretraining.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name

@@ -260,6 +260,8 @@ def test_driver_errors(common, shared, tmp_path):
          "--num_train_epochs must be > 0, got 0.0"),
         ([f"--output_dir={tmp_path / 'epochs_neg'}", "--do_train", train, "--num_train_epochs=-2"],
          "--num_train_epochs must be > 0, got -2.0"),
+        ([f"--output_dir={tmp_path / 'lr_neg'}", "--do_train", train, "--learning_rate=-5e-5"],
+         "--learning_rate must be > 0, got -5e-05"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
