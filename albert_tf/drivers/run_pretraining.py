@@ -47,6 +47,8 @@ def _check_flags() -> None:
     if FLAGS.do_eval and not FLAGS.input_file:
         raise ValueError("--do_eval needs --input_file")
     problems = training_flag_problems(FLAGS) if FLAGS.do_train else []
+    if FLAGS.do_eval and FLAGS.max_eval_steps < 1:  # zero batches scored wrote NaN results
+        problems.append(f"--max_eval_steps must be >= 1, got {FLAGS.max_eval_steps}")
     if problems:
         raise ValueError("; ".join(problems))
     if not 0 <= FLAGS.masked_lm_budget < 1:
