@@ -149,6 +149,9 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool) -> list[Squa
                                         f"inside its context (length {len(context)})")
             if not texts[0]:
                 raise _bad(source, qid, "training answer text is empty")
+            if start + len(texts[0]) > len(context):  # the span's end is an index into the context too
+                raise _bad(source, qid, f"answer text ({len(texts[0])} characters from answer_start {start}) "
+                                        f"runs past the end of its context (length {len(context)})")
             example.orig_answer_text = texts[0]
             example.start_position = start
         elif is_training:

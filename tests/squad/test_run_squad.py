@@ -237,6 +237,9 @@ def test_driver_errors(common, shared, tmp_path):
     train = f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q-broken"}]}]}]}))
+    past_end = tmp_path / "past_end.json"  # starts inside the context, ends past it: was an IndexError
+    past_end.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
+        {"id": "q-past-end", "question": "What?", "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
     users_export.mkdir()
     (users_export / "albert_model.tflite").write_bytes(b"TFL3 not ours")
@@ -262,6 +265,9 @@ def test_driver_errors(common, shared, tmp_path):
          "--num_train_epochs must be > 0, got -2.0"),
         ([f"--output_dir={tmp_path / 'lr_neg'}", "--do_train", train, "--learning_rate=-5e-5"],
          "--learning_rate must be > 0, got -5e-05"),
+        ([f"--output_dir={tmp_path / 'past_end'}", "--do_train", f"--train_file={past_end}"],
+         f"{past_end}: question id 'q-past-end': answer text (18 characters from answer_start 14) runs past "
+         f"the end of its context (length 16)"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
