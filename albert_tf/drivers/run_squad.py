@@ -143,6 +143,7 @@ REQUIRED = ("albert_config_file", "output_dir")
 def task_and_job_from_flags():
     """The SQuAD task and the run's job, from the flags (checked)."""
     from albert_tf.config import AlbertConfig
+    from albert_tf.squad.data import load_questions
     from albert_tf.squad.task import SquadSettings, SquadTask, has_gold_answers, num_train_steps
 
     f = FLAGS
@@ -150,6 +151,10 @@ def task_and_job_from_flags():
     problems = _validate(AlbertConfig.from_json_file(f.albert_config_file))
     if problems:
         raise ValueError("; ".join(problems))
+    # Both files read before any work: an empty or malformed predict file is not found after training.
+    if f.do_train:
+        load_questions(f.train_file)
+    predict_data = load_questions(f.predict_file) if f.do_predict else None
     config = albert_config_from_flags(f, f.spm_model_file, None)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
@@ -166,7 +171,7 @@ def task_and_job_from_flags():
         steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
     # The original's model selection: every checkpoint scored against the answers, when the
     # predict file has them and there is something to score (training, or checkpoints here).
-    select = f.do_predict and has_gold_answers(f.predict_file) and (f.do_train or _has_checkpoints(f.output_dir))
+    select = f.do_predict and has_gold_answers(f.predict_file, predict_data) and (f.do_train or _has_checkpoints(f.output_dir))
     job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job

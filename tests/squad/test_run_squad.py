@@ -240,6 +240,8 @@ def test_driver_errors(common, shared, tmp_path):
     past_end = tmp_path / "past_end.json"  # starts inside the context, ends past it: was an IndexError
     past_end.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
         {"id": "q-past-end", "question": "What?", "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
+    no_questions = tmp_path / "no_questions.json"  # named the internal cache (train), a KeyError (predict)
+    no_questions.write_text(json.dumps({"version": "1.1", "data": []}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
     users_export.mkdir()
     (users_export / "albert_model.tflite").write_bytes(b"TFL3 not ours")
@@ -268,6 +270,12 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'past_end'}", "--do_train", f"--train_file={past_end}"],
          f"{past_end}: question id 'q-past-end': answer text (18 characters from answer_start 14) runs past "
          f"the end of its context (length 16)"),
+        ([f"--output_dir={tmp_path / 'empty_train'}", "--do_train", f"--train_file={no_questions}"],
+         f"SQuAD file {no_questions} holds no questions"),
+        ([f"--output_dir={tmp_path / 'empty_predict'}", "--do_predict", f"--predict_file={no_questions}"],
+         f"SQuAD file {no_questions} holds no questions"),
+        ([f"--output_dir={tmp_path / 'empty_predict_after_training'}", "--do_train", train, "--do_predict",
+          f"--predict_file={no_questions}"], f"SQuAD file {no_questions} holds no questions"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
