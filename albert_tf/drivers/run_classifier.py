@@ -78,6 +78,7 @@ REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
 def task_and_job_from_flags():
     """The GLUE task and the run's job, from the flags (checked)."""
+    from albert_tf.glue.export import check_threshold
     from albert_tf.glue.processors import GlueProcessor, get_processor
     from albert_tf.glue.task import GlueTask, features_dir
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
@@ -92,6 +93,8 @@ def task_and_job_from_flags():
         if FLAGS.positive_label is not None:
             processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label))
     log_positive_class(processor.spec)
+    threshold = None if math.isnan(FLAGS.threshold_to_export) else FLAGS.threshold_to_export
+    check_threshold(processor.spec, threshold)  # before training, not at the export after it
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     if FLAGS.export_dir and not FLAGS.spm_model_file:  # before training, not after it
@@ -100,7 +103,6 @@ def task_and_job_from_flags():
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
     job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
-    threshold = FLAGS.threshold_to_export
     task = GlueTask(
         processor=processor,
         data_dir=FLAGS.data_dir or "",
@@ -110,7 +112,7 @@ def task_and_job_from_flags():
         max_seq_length=FLAGS.max_seq_length,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
-        threshold_to_export=None if math.isnan(threshold) else threshold,
+        threshold_to_export=threshold,
         serving_precision=FLAGS.serving_precision,
     )
     return task, job

@@ -52,6 +52,14 @@ def is_pair_task(spec: TaskSpec) -> bool:
     return layout.text_b is not None
 
 
+def check_threshold(spec: TaskSpec, threshold: float | None) -> None:
+    """A decision threshold is on the positive class's probability: binary tasks only."""
+    if threshold is not None and (spec.is_regression or spec.num_labels != 2):
+        raise ValueError(
+            f"--threshold_to_export applies to binary tasks only; {spec.name} has "
+            f"{'a regression output' if spec.is_regression else f'{spec.num_labels} labels'}")
+
+
 class ClassifierServing(tf.Module):
     """The exported object: the Keras classifier, the in-graph tokenizer, and the
     signatures' functions."""
@@ -59,10 +67,7 @@ class ClassifierServing(tf.Module):
     def __init__(self, model, tokenizer, spec: TaskSpec, max_seq_length: int,
                  threshold: float | None = None):
         super().__init__(name="glue_classifier_serving")
-        if threshold is not None and (spec.is_regression or spec.num_labels != 2):
-            raise ValueError(
-                f"--threshold_to_export applies to binary tasks only; {spec.name} has "
-                f"{'a regression output' if spec.is_regression else f'{spec.num_labels} labels'}")
+        check_threshold(spec, threshold)
         # The Keras model is called, not tracked: tracking it would make SavedModel
         # also serialize Keras' own layer traces (several times slower to save and
         # load). Its variables are tracked directly instead.

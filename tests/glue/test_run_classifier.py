@@ -206,6 +206,11 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         # trained by gradient ascent (or not at all) and ended well
         "negative learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=-1"],
         "zero learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=0"],
+        # refused at the export, after the whole training
+        "threshold on regression": ["--task_name=STS-B", "--do_train", *base, f"--export_dir={tmp_path / 'export'}",
+                                    "--threshold_to_export=0.5"],
+        "threshold on 3 labels": ["--task_name=MNLI", "--do_train", *base, f"--export_dir={tmp_path / 'export'}",
+                                  "--threshold_to_export=0.5"],
     }
     results = driver_errors(cases)
     expected = {
@@ -220,13 +225,15 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "wordpiece export": "a WordPiece --vocab_file cannot be exported",  # before training, not after it
         "negative learning rate": "--learning_rate must be > 0, got -1.0",
         "zero learning rate": "--learning_rate must be > 0, got 0.0",
+        "threshold on regression": "--threshold_to_export applies to binary tasks only; sts-b has a regression output",
+        "threshold on 3 labels": "--threshold_to_export applies to binary tasks only; mnli has 3 labels",
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
         assert text in results[name]["stderr"], (name, results[name]["stderr"])
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
         assert len(results[name]["stderr"].strip().splitlines()) == 1, (name, results[name]["stderr"])
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "export").exists()
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,
