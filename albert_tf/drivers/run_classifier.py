@@ -79,6 +79,7 @@ REQUIRED = ("task_name", "output_dir", "albert_config_file")
 def task_and_job_from_flags():
     """The GLUE task and the run's job, from the flags (checked)."""
     from albert_tf.glue.export import check_threshold
+    from albert_tf.glue.features import check_max_seq_length
     from albert_tf.glue.processors import GlueProcessor, get_processor
     from albert_tf.glue.task import GlueTask, features_dir
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
@@ -95,6 +96,7 @@ def task_and_job_from_flags():
     log_positive_class(processor.spec)
     threshold = None if math.isnan(FLAGS.threshold_to_export) else FLAGS.threshold_to_export
     check_threshold(processor.spec, threshold)  # before training, not at the export after it
+    check_max_seq_length(processor.spec, FLAGS.max_seq_length)
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     if FLAGS.export_dir and not FLAGS.spm_model_file:  # before training, not after it

@@ -46,12 +46,6 @@ SERVING_EXAMPLES = "serving_default"
 SERVING_TEXT = "serving_text"
 
 
-def is_pair_task(spec: TaskSpec) -> bool:
-    """Whether the task's examples have a second text (its test split decides)."""
-    layout = spec.splits.get("test") or next(iter(spec.splits.values()))
-    return layout.text_b is not None
-
-
 def check_threshold(spec: TaskSpec, threshold: float | None) -> None:
     """A decision threshold is on the positive class's probability: binary tasks only."""
     if threshold is not None and (spec.is_regression or spec.num_labels != 2):
@@ -79,7 +73,7 @@ class ClassifierServing(tf.Module):
         self.label_strings = tf.constant(list(spec.labels or ["score"]))
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
         self.positive_id = None if spec.is_regression else spec.positive_id
-        self.pair = is_pair_task(spec)
+        self.pair = spec.is_pair
         # Both signatures call this one function, so the model is traced once.
         ids = tf.TensorSpec([None, None], tf.int32)
         self._forward = tf.function(

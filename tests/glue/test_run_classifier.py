@@ -211,6 +211,10 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
                                     "--threshold_to_export=0.5"],
         "threshold on 3 labels": ["--task_name=MNLI", "--do_train", *base, f"--export_dir={tmp_path / 'export'}",
                                   "--threshold_to_export=0.5"],
+        # a traceback in the pair truncation (2), or training on inputs without text (pair 3, single 2)
+        "pair seq 2": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=2"],
+        "pair seq 4": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=4"],
+        "single seq 2": ["--task_name=CoLA", "--do_train", *base, "--max_seq_length=2"],
     }
     results = driver_errors(cases)
     expected = {
@@ -227,6 +231,11 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "zero learning rate": "--learning_rate must be > 0, got 0.0",
         "threshold on regression": "--threshold_to_export applies to binary tasks only; sts-b has a regression output",
         "threshold on 3 labels": "--threshold_to_export applies to binary tasks only; mnli has 3 labels",
+        "pair seq 2": "--max_seq_length=2 is too small for mrpc, a pair task: [CLS] a [SEP] b [SEP] with a token of "
+                      "each text needs at least 5",
+        "pair seq 4": "--max_seq_length=4 is too small for mrpc, a pair task",
+        "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
+                        "token of text needs at least 3",
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
