@@ -73,10 +73,17 @@ def define_length_flags() -> None:
 
 def stage_flag_problems(f: flags.FlagValues) -> list[str]:
     """What is wrong with the flags of the stages the run asks for (``--do_train``: the training
-    flags), each problem naming the flag as typed."""
-    from albert_tf.training.flags import training_flag_problems
+    flags; each stage's batch size), each problem naming the flag as typed."""
+    from albert_tf.training.flags import count_flag_problems, training_flag_problems
 
-    return training_flag_problems(f) if f.do_train else []
+    problems = training_flag_problems(f) if f.do_train else []
+    if "do_eval" in f and f.do_eval:
+        problems += count_flag_problems(f, "eval_batch_size")
+    if f.do_predict:
+        problems += count_flag_problems(f, "predict_batch_size")
+    if "dropout_prob" in f and not 0 <= f.dropout_prob < 1:  # the model is built in every stage
+        problems.append(f"--dropout_prob must be in [0, 1), got {f.dropout_prob}")
+    return problems
 
 
 def check_stage_flags(f: flags.FlagValues) -> None:

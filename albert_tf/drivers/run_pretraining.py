@@ -9,7 +9,7 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.cli import closing_summary, entry_point, reports_errors, require_flags
-from albert_tf.training.flags import define_flags, training_flag_problems
+from albert_tf.training.flags import count_flag_problems, define_flags, training_flag_problems
 from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
@@ -47,8 +47,8 @@ def _check_flags() -> None:
     if FLAGS.do_eval and not FLAGS.input_file:
         raise ValueError("--do_eval needs --input_file")
     problems = training_flag_problems(FLAGS) if FLAGS.do_train else []
-    if FLAGS.do_eval and FLAGS.max_eval_steps < 1:  # zero batches scored wrote NaN results
-        problems.append(f"--max_eval_steps must be >= 1, got {FLAGS.max_eval_steps}")
+    if FLAGS.do_eval:  # zero batches scored wrote NaN results
+        problems += count_flag_problems(FLAGS, "eval_batch_size", "max_eval_steps")
     if problems:
         raise ValueError("; ".join(problems))
     if not 0 <= FLAGS.masked_lm_budget < 1:

@@ -107,6 +107,8 @@ def _validate(config) -> list[str]:
         problems.append("--do_train needs --train_file")
     if f.do_train and not f.num_train_epochs > 0:  # the step count's max(1, ...) would hide it: 1 step
         problems.append(f"--num_train_epochs must be > 0, got {f.num_train_epochs}")
+    if f.do_train and not f.warmup_proportion >= 0:
+        problems.append(f"--warmup_proportion must be >= 0, got {f.warmup_proportion}")
     problems.extend(stage_flag_problems(f))
     if f.do_predict and not f.predict_file:
         problems.append("--do_predict needs --predict_file")
@@ -126,8 +128,7 @@ def _validate(config) -> list[str]:
     if f.max_seq_length <= f.max_query_length + 3:
         problems.append(f"--max_seq_length ({f.max_seq_length}) must be greater than "
                         f"--max_query_length ({f.max_query_length}) + 3")
-    for name in ("doc_stride", "train_batch_size", "predict_batch_size", "n_best_size",
-                 "max_answer_length", "start_n_top", "end_n_top"):
+    for name in ("doc_stride", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
         if getattr(f, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(f, name)}")
     if f.version_2_with_negative and f.mask_padding_positions:

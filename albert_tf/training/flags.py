@@ -77,11 +77,26 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
 
 
+# A training run's flags that count something (>= 1), and its warmup lengths (>= 0), where a driver has them.
+_TRAINING_COUNTS = ("train_batch_size", "train_step", "num_train_steps", "iterations_per_loop",
+                    "save_checkpoints_steps", "log_steps", "gradient_accumulation_steps")
+_WARMUP_STEPS = ("warmup_step", "num_warmup_steps")
+
+
+def count_flag_problems(flag_values: flags.FlagValues, *names: str) -> list[str]:
+    """``--name must be >= 1`` for each of the flags ``names`` below 1."""
+    return [f"--{name} must be >= 1, got {flag_values[name].value}" for name in names
+            if flag_values[name].value < 1]
+
+
 def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
     """What is wrong with a training run's flags, each problem naming the flag as typed; for a
-    driver to refuse before any work (the loop's own checks come after the data was read)."""
+    driver to refuse before any work (the loop's own checks come after the data was read and
+    name its fields, not the flags)."""
     f = flag_values
-    problems = []
+    problems = count_flag_problems(f, *(name for name in _TRAINING_COUNTS if name in f))
+    problems += [f"--{name} must be >= 0, got {f[name].value}" for name in _WARMUP_STEPS
+                 if name in f and f[name].value < 0]
     if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
         problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
     return problems

@@ -215,6 +215,13 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "pair seq 2": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=2"],
         "pair seq 4": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=4"],
         "single seq 2": ["--task_name=CoLA", "--do_train", *base, "--max_seq_length=2"],
+        # checked by the loop after the train split was cached, naming its fields
+        "train batch 0": ["--task_name=MRPC", "--do_train", *base, "--train_batch_size=0"],
+        "train step 0": ["--task_name=MRPC", "--do_train", *base, "--train_step=0"],
+        "warmup negative": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=-5"],
+        "save every 0": ["--task_name=MRPC", "--do_train", *base, "--save_checkpoints_steps=0"],
+        "eval batch 0": ["--task_name=MRPC", "--do_eval", *base, "--eval_batch_size=0"],
+        "predict batch -1": ["--task_name=MRPC", "--do_predict", *base, "--predict_batch_size=-1"],
     }
     results = driver_errors(cases)
     expected = {
@@ -234,6 +241,12 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "pair seq 2": "--max_seq_length=2 is too small for mrpc, a pair task: [CLS] a [SEP] b [SEP] with a token of "
                       "each text needs at least 5",
         "pair seq 4": "--max_seq_length=4 is too small for mrpc, a pair task",
+        "train batch 0": "--train_batch_size must be >= 1, got 0",
+        "train step 0": "--train_step must be >= 1, got 0",
+        "warmup negative": "--warmup_step must be >= 0, got -5",
+        "save every 0": "--save_checkpoints_steps must be >= 1, got 0",
+        "eval batch 0": "--eval_batch_size must be >= 1, got 0",
+        "predict batch -1": "--predict_batch_size must be >= 1, got -1",
         "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
                         "token of text needs at least 3",
     }

@@ -111,6 +111,10 @@ FLAG_ERRORS = {
     "lr_negative": (["--learning_rate=-0.1"], "--learning_rate must be > 0, got -0.1"),  # gradient ascent
     "eval_steps_0": (["--do_eval", "--max_eval_steps=0"], "--max_eval_steps must be >= 1, got 0"),  # NaN results
     "eval_steps_negative": (["--do_eval", "--max_eval_steps=-3"], "--max_eval_steps must be >= 1, got -3"),
+    # named batch_size_per_replica, num_train_steps, num_warmup_steps (no flag)
+    "eval_batch_0": (["--do_eval", "--eval_batch_size=0"], "--eval_batch_size must be >= 1, got 0"),
+    "train_batch_0": (["--train_batch_size=0"], "--train_batch_size must be >= 1, got 0"),
+    "warmup_negative": (["--num_warmup_steps=-1"], "--num_warmup_steps must be >= 0, got -1"),
 }
 
 
