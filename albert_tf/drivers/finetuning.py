@@ -163,6 +163,14 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
     )
 
 
+def refuse_flags_of_another_mode(f: flags.FlagValues, names: tuple[str, ...], their_mode: str, why: str) -> None:
+    """One line naming the flags of ``names`` given on the command line, which would be ignored in
+    this run's mode (flags left at their defaults are fine)."""
+    given = [f"--{name}" for name in names if f[name].present]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for {their_mode}; {why}")
+
+
 def _given(f: flags.FlagValues, *names: str) -> bool:
     """Whether any of the flags ``names`` (a flag and its alias) is on the command line."""
     return any(name in f and f[name].present for name in names)

@@ -28,7 +28,7 @@ from absl import flags, logging
 from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
                                           define_serving_precision_flag, define_stage_flags, finetuning_main,
-                                          job_from_flags)
+                                          job_from_flags, refuse_flags_of_another_mode)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
@@ -62,6 +62,9 @@ flags.DEFINE_bool("regression", False, "custom: the labels are scores (default: 
                   "with fractions).")
 flags.DEFINE_enum("key_metric", None, list(custom.KEY_METRICS), "custom: the metric that chooses model.ckpt-best "
                   "(default accuracy; pearson for a regression).")
+# What only --task_name=custom reads (a GLUE task's files and labels are fixed).
+CUSTOM_ONLY_FLAGS = ("train_file", "dev_file", "test_file", "text_columns", "label_column", "file_format",
+                     "regression", "key_metric")
 flags.DEFINE_string("positive_label", None, "The label F1 and Matthews correlation score as the positive class "
                     "(tasks with two labels). Default: 1 for GLUE tasks (the original's); for custom data the "
                     "label the other one negates (duplicate/not_duplicate), else the one named 1, true, yes, pos "
@@ -89,8 +92,10 @@ def task_and_job_from_flags():
     if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
         processor = custom_processor_from_flags()
     else:
-        require_flags(FLAGS, "data_dir")
         processor = get_processor(FLAGS.task_name)  # an unknown task lists the known ones
+        refuse_flags_of_another_mode(FLAGS, CUSTOM_ONLY_FLAGS, f"--task_name={custom.TASK_NAME} (your own files)",
+                                     f"--task_name={FLAGS.task_name} reads GLUE's files under --data_dir")
+        require_flags(FLAGS, "data_dir")
         if FLAGS.positive_label is not None:
             processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label))
     log_positive_class(processor.spec)

@@ -48,7 +48,8 @@ from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
-                                          define_stage_flags, job_from_flags, run_and_report, stage_flag_problems)
+                                          define_stage_flags, job_from_flags, refuse_flags_of_another_mode,
+                                          run_and_report, stage_flag_problems)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 
@@ -139,6 +140,8 @@ def _validate(config) -> list[str]:
 
 
 REQUIRED = ("albert_config_file", "output_dir")
+# What only SQuAD 2.0's head reads (1.1's linear span head has no beam, verifier or null score).
+V2_ONLY_FLAGS = ("start_n_top", "end_n_top", "dropout_prob", "null_score_diff_threshold")
 
 
 def task_and_job_from_flags():
@@ -149,6 +152,9 @@ def task_and_job_from_flags():
 
     f = FLAGS
     require_flags(f, *REQUIRED)
+    if not f.version_2_with_negative:
+        refuse_flags_of_another_mode(f, V2_ONLY_FLAGS, "SQuAD 2.0 (--version_2_with_negative)",
+                                     "this run is SQuAD 1.1")
     problems = _validate(AlbertConfig.from_json_file(f.albert_config_file))
     if problems:
         raise ValueError("; ".join(problems))

@@ -222,6 +222,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "save every 0": ["--task_name=MRPC", "--do_train", *base, "--save_checkpoints_steps=0"],
         "eval batch 0": ["--task_name=MRPC", "--do_eval", *base, "--eval_batch_size=0"],
         "predict batch -1": ["--task_name=MRPC", "--do_predict", *base, "--predict_batch_size=-1"],
+        # trained and ended well, none of them read
+        "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
+                                 "--text_columns=foo", "--label_column=bar", "--regression", "--key_metric=f1"],
     }
     results = driver_errors(cases)
     expected = {
@@ -241,6 +244,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "pair seq 2": "--max_seq_length=2 is too small for mrpc, a pair task: [CLS] a [SEP] b [SEP] with a token of "
                       "each text needs at least 5",
         "pair seq 4": "--max_seq_length=4 is too small for mrpc, a pair task",
+        "custom flags on GLUE": "--train_file, --text_columns, --label_column, --regression, --key_metric are for "
+                                "--task_name=custom (your own files); --task_name=MRPC reads GLUE's files under "
+                                "--data_dir",
         "train batch 0": "--train_batch_size must be >= 1, got 0",
         "train step 0": "--train_step must be >= 1, got 0",
         "warmup negative": "--warmup_step must be >= 0, got -5",

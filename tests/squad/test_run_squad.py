@@ -273,6 +273,10 @@ def test_driver_errors(common, shared, tmp_path):
          "--train_batch_size must be >= 1, got 0"),
         ([f"--output_dir={tmp_path / 'save_0'}", "--do_train", train, "--save_checkpoints_steps=0"],
          "--save_checkpoints_steps must be >= 1, got 0"),
+        # 2.0's flags on a 1.1 run: ignored (while --mask_padding_positions on 2.0 was refused)
+        ([f"--output_dir={tmp_path / 'v2_flags_on_v1'}", "--do_train", train, "--start_n_top=3", "--end_n_top=2",
+          "--null_score_diff_threshold=5"], "--start_n_top, --end_n_top, --null_score_diff_threshold are for "
+                                            "SQuAD 2.0 (--version_2_with_negative); this run is SQuAD 1.1"),
         ([f"--output_dir={tmp_path / 'v2_dropout'}", "--do_train", train, "--version_2_with_negative",
           "--dropout_prob=1"], "--dropout_prob must be in [0, 1), got 1.0"),
         ([f"--output_dir={tmp_path / 'past_end'}", "--do_train", f"--train_file={past_end}"],
