@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from absl import flags
+from absl import flags, logging
 
 from albert_tf import cpu_bf16
 from albert_tf.training import xla
@@ -81,6 +81,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
 _TRAINING_COUNTS = ("train_batch_size", "train_step", "num_train_steps", "iterations_per_loop",
                     "save_checkpoints_steps", "log_steps", "gradient_accumulation_steps")
 _WARMUP_STEPS = ("warmup_step", "num_warmup_steps")
+_TRAINING_STEPS_OF = {"warmup_step": "train_step", "num_warmup_steps": "num_train_steps"}
 
 
 def count_flag_problems(flag_values: flags.FlagValues, *names: str) -> list[str]:
@@ -100,6 +101,19 @@ def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
     if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
         problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
     return problems
+
+
+def warn_if_warmup_outlasts_training(flag_values: flags.FlagValues) -> None:
+    """A warmup longer than training is allowed, as the original allowed it, but the learning rate then
+    never reaches --learning_rate: said in one warning."""
+    f = flag_values
+    for warmup, steps in _TRAINING_STEPS_OF.items():
+        if warmup in f and steps in f and f[warmup].value > f[steps].value:
+            logging.warning("--%s=%d is longer than --%s=%d: the learning rate never reaches --learning_rate",
+                            warmup, f[warmup].value, steps, f[steps].value)
+    if "warmup_proportion" in f and f.warmup_proportion > 1:
+        logging.warning("--warmup_proportion=%g is above 1: the warmup is longer than training, so the learning "
+                        "rate never reaches --learning_rate", f.warmup_proportion)
 
 
 def strategy_from_flags(flag_values: flags.FlagValues | None = None):

@@ -225,6 +225,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         # trained and ended well, none of them read
         "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
                                  "--text_columns=foo", "--label_column=bar", "--regression", "--key_metric=f1"],
+        # accepted, as the original, with a warning; stopped here by the length
+        "warmup longer": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=100", "--train_step=4",
+                          "--max_seq_length=128"],
     }
     results = driver_errors(cases)
     expected = {
@@ -262,6 +265,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
         assert len(results[name]["stderr"].strip().splitlines()) == 1, (name, results[name]["stderr"])
     assert not (tmp_path / "out").exists() and not (tmp_path / "export").exists()
+    warmup = "--warmup_step=100 is longer than --train_step=4: the learning rate never reaches --learning_rate"
+    assert warmup in results["warmup longer"]["warnings"] and results["warmup longer"]["code"] == 1
+    assert not any("is longer than" in w for w in results["too long"]["warnings"])
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,

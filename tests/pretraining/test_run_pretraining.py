@@ -122,8 +122,13 @@ def test_flag_errors_are_one_line_before_any_work(tmp_path, driver_cases):
     config = tmp_path / "albert_config.json"
     config.write_text(json.dumps(TINY))
     common = [f"--albert_config_file={config}", f"--input_file={tmp_path / 'none.tfrecord'}"]
-    results = driver_cases("run_pretraining", {name: [*common, f"--output_dir={tmp_path / name}", *extra]
-                                               for name, (extra, _) in FLAG_ERRORS.items()})
+    cases = {name: [*common, f"--output_dir={tmp_path / name}", *extra] for name, (extra, _) in FLAG_ERRORS.items()}
+    # accepted, as the original, with a warning; stopped by the missing input
+    cases["warmup_longer"] = [*common, f"--output_dir={tmp_path / 'w'}", "--num_warmup_steps=10", "--num_train_steps=4"]
+    results = driver_cases("run_pretraining", cases)
+    assert ("--num_warmup_steps=10 is longer than --num_train_steps=4: the learning rate never reaches "
+            "--learning_rate") in results["warmup_longer"]["warnings"]
+    assert results["warmup_longer"]["code"] == 1 and not (tmp_path / "w").exists()
     for name, (_, message) in FLAG_ERRORS.items():
         assert results[name]["code"] == 1, (name, results[name])
         assert results[name]["stderr"] == f"run_pretraining.py: error: {message}\n", name

@@ -273,6 +273,8 @@ def test_driver_errors(common, shared, tmp_path):
          "--train_batch_size must be >= 1, got 0"),
         ([f"--output_dir={tmp_path / 'save_0'}", "--do_train", train, "--save_checkpoints_steps=0"],
          "--save_checkpoints_steps must be >= 1, got 0"),
+        ([f"--output_dir={tmp_path / 'warmup_long'}", "--do_train", train, "--warmup_proportion=1.5",
+          "--max_seq_length=256"], "--max_seq_length=256 exceeds max_position_embeddings (128)"),
         # 2.0's flags on a 1.1 run: ignored (while --mask_padding_positions on 2.0 was refused)
         ([f"--output_dir={tmp_path / 'v2_flags_on_v1'}", "--do_train", train, "--start_n_top=3", "--end_n_top=2",
           "--null_score_diff_threshold=5"], "--start_n_top, --end_n_top, --null_score_diff_threshold are for "
@@ -301,3 +303,6 @@ def test_driver_errors(common, shared, tmp_path):
         output_dir = pathlib.Path(args[0].split("=", 1)[1])
         assert not output_dir.exists(), (args, list(output_dir.iterdir()))
     assert (users_export / "albert_model.tflite").read_bytes() == b"TFL3 not ours"
+    # accepted, as the original, with a warning (case 'warmup_long', stopped by its length)
+    warned = [before for (args, _), before in zip(cases, outputs) if "--warmup_proportion=1.5" in args]
+    assert "--warmup_proportion=1.5 is above 1" in warned[0] and "is above 1" not in outputs[0]
