@@ -178,7 +178,8 @@ def task_and_job_from_flags():
         steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
     # The original's model selection: every checkpoint scored against the answers, when the
     # predict file has them and there is something to score (training, or checkpoints here).
-    select = f.do_predict and has_gold_answers(f.predict_file, predict_data) and (f.do_train or _has_checkpoints(f.output_dir))
+    select = (f.do_predict and has_gold_answers(f.predict_file, predict_data)
+              and (f.do_train or _has_checkpoints(f.output_dir)))
     job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job

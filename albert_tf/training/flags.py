@@ -77,11 +77,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
 
 
-# A training run's flags that count something (>= 1), and its warmup lengths (>= 0), where a driver has them.
+# A training run's flags that count something (>= 1), and its warmup lengths (>= 0, each with the
+# length of the training it warms up), where a driver has them.
 _TRAINING_COUNTS = ("train_batch_size", "train_step", "num_train_steps", "iterations_per_loop",
                     "save_checkpoints_steps", "log_steps", "gradient_accumulation_steps")
-_WARMUP_STEPS = ("warmup_step", "num_warmup_steps")
-_TRAINING_STEPS_OF = {"warmup_step": "train_step", "num_warmup_steps": "num_train_steps"}
+_TRAINING_STEPS_OF_WARMUP = {"warmup_step": "train_step", "num_warmup_steps": "num_train_steps"}
 
 
 def count_flag_problems(flag_values: flags.FlagValues, *names: str) -> list[str]:
@@ -96,7 +96,7 @@ def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
     name its fields, not the flags)."""
     f = flag_values
     problems = count_flag_problems(f, *(name for name in _TRAINING_COUNTS if name in f))
-    problems += [f"--{name} must be >= 0, got {f[name].value}" for name in _WARMUP_STEPS
+    problems += [f"--{name} must be >= 0, got {f[name].value}" for name in _TRAINING_STEPS_OF_WARMUP
                  if name in f and f[name].value < 0]
     if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
         problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
@@ -107,7 +107,7 @@ def warn_if_warmup_outlasts_training(flag_values: flags.FlagValues) -> None:
     """A warmup longer than training is allowed, as the original allowed it, but the learning rate then
     never reaches --learning_rate: said in one warning."""
     f = flag_values
-    for warmup, steps in _TRAINING_STEPS_OF.items():
+    for warmup, steps in _TRAINING_STEPS_OF_WARMUP.items():
         if warmup in f and steps in f and f[warmup].value > f[steps].value:
             logging.warning("--%s=%d is longer than --%s=%d: the learning rate never reaches --learning_rate",
                             warmup, f[warmup].value, steps, f[steps].value)

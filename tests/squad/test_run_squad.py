@@ -239,7 +239,8 @@ def test_driver_errors(common, shared, tmp_path):
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q-broken"}]}]}]}))
     past_end = tmp_path / "past_end.json"  # starts inside the context, ends past it: was an IndexError
     past_end.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
-        {"id": "q-past-end", "question": "What?", "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
+        {"id": "q-past-end", "question": "What?",
+         "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
     no_questions = tmp_path / "no_questions.json"  # named the internal cache (train), a KeyError (predict)
     no_questions.write_text(json.dumps({"version": "1.1", "data": []}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
