@@ -25,6 +25,47 @@ def shared():
     return shared_file
 
 
+# Runs a driver's main on several argument lists in one process (one TensorFlow start-up).
+_DRIVER_CASES = r"""
+import contextlib, importlib, io, json, logging, sys
+from absl import flags
+driver = importlib.import_module(sys.argv[1])
+warnings = []
+class Collect(logging.Handler):
+    def emit(self, record):
+        warnings.append(record.getMessage())
+logging.getLogger().addHandler(Collect(logging.WARNING))
+results = []
+for argv in json.loads(sys.argv[2]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS([sys.argv[1] + ".py", *argv])
+    err = io.StringIO()
+    del warnings[:]
+    with contextlib.redirect_stderr(err):
+        code = driver.main([])
+    results.append({"code": code, "stderr": err.getvalue(), "warnings": list(warnings)})
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture
+def driver_cases():
+    """``run(driver, cases)``: {case name: {"code": exit code, "stderr": what main wrote, "warnings": the
+    messages logged at WARNING or above}} for {name: argv}, ``driver`` a module such as "run_squad"."""
+    import json
+    import subprocess
+    import sys
+
+    def run(driver: str, cases: dict) -> dict:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO_ROOT))
+        proc = subprocess.run([sys.executable, "-c", _DRIVER_CASES, driver, json.dumps(list(cases.values()))],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return dict(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1])))
+
+    return run
+
+
 # ---- ALBERT model fixtures (modeling and checkpoint tests) ----
 @pytest.fixture
 def reference(shared):

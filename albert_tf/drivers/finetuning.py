@@ -71,6 +71,32 @@ def define_length_flags() -> None:
                       "resumable sampler): less padding, other batch composition.")
 
 
+def stage_flag_problems(f: flags.FlagValues) -> list[str]:
+    """What is wrong with the flags of the stages the run asks for (``--do_train``: the training
+    flags; each stage's batch size), each problem naming the flag as typed; warns of a warmup
+    longer than training."""
+    from albert_tf.training.flags import count_flag_problems, training_flag_problems, warn_if_warmup_outlasts_training
+
+    problems = []
+    if f.do_train:
+        problems += training_flag_problems(f)
+        warn_if_warmup_outlasts_training(f)
+    if "do_eval" in f and f.do_eval:
+        problems += count_flag_problems(f, "eval_batch_size")
+    if f.do_predict:
+        problems += count_flag_problems(f, "predict_batch_size")
+    if "dropout_prob" in f and not 0 <= f.dropout_prob < 1:  # the model is built in every stage
+        problems.append(f"--dropout_prob must be in [0, 1), got {f.dropout_prob}")
+    return problems
+
+
+def check_stage_flags(f: flags.FlagValues) -> None:
+    """``stage_flag_problems`` as one error line, before any work."""
+    problems = stage_flag_problems(f)
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def check_max_seq_length(max_seq_length: int, max_position_embeddings: int) -> None:
     """The original's refusal of a sequence longer than the model's position table."""
     if max_seq_length > max_position_embeddings:
@@ -139,6 +165,14 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         seq_length_buckets=_buckets(f.seq_length_buckets, f.max_seq_length),
         group_by_length=f.group_by_length,
     )
+
+
+def refuse_flags_of_another_mode(f: flags.FlagValues, names: tuple[str, ...], their_mode: str, why: str) -> None:
+    """One line naming the flags of ``names`` given on the command line, which would be ignored in
+    this run's mode (flags left at their defaults are fine)."""
+    given = [f"--{name}" for name in names if f[name].present]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for {their_mode}; {why}")
 
 
 def _given(f: flags.FlagValues, *names: str) -> bool:

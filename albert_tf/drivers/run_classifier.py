@@ -26,8 +26,9 @@ import math
 from absl import flags, logging
 
 from albert_tf.cli import entry_point, require_flags
-from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
-                                          define_stage_flags, finetuning_main, job_from_flags)
+from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
+                                          define_serving_precision_flag, define_stage_flags, finetuning_main,
+                                          job_from_flags, refuse_flags_of_another_mode)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
@@ -61,6 +62,9 @@ flags.DEFINE_bool("regression", False, "custom: the labels are scores (default: 
                   "with fractions).")
 flags.DEFINE_enum("key_metric", None, list(custom.KEY_METRICS), "custom: the metric that chooses model.ckpt-best "
                   "(default accuracy; pearson for a regression).")
+# What only --task_name=custom reads (a GLUE task's files and labels are fixed).
+CUSTOM_ONLY_FLAGS = ("train_file", "dev_file", "test_file", "text_columns", "label_column", "file_format",
+                     "regression", "key_metric")
 flags.DEFINE_string("positive_label", None, "The label F1 and Matthews correlation score as the positive class "
                     "(tasks with two labels). Default: 1 for GLUE tasks (the original's); for custom data the "
                     "label the other one negates (duplicate/not_duplicate), else the one named 1, true, yes, pos "
@@ -77,19 +81,27 @@ REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
 def task_and_job_from_flags():
     """The GLUE task and the run's job, from the flags (checked)."""
+    from albert_tf.glue.export import check_threshold
+    from albert_tf.glue.features import check_max_seq_length
     from albert_tf.glue.processors import GlueProcessor, get_processor
     from albert_tf.glue.task import GlueTask, features_dir
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
     require_flags(FLAGS, *REQUIRED)
+    check_stage_flags(FLAGS)
     if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
         processor = custom_processor_from_flags()
     else:
-        require_flags(FLAGS, "data_dir")
         processor = get_processor(FLAGS.task_name)  # an unknown task lists the known ones
+        refuse_flags_of_another_mode(FLAGS, CUSTOM_ONLY_FLAGS, f"--task_name={custom.TASK_NAME} (your own files)",
+                                     f"--task_name={FLAGS.task_name} reads GLUE's files under --data_dir")
+        require_flags(FLAGS, "data_dir")
         if FLAGS.positive_label is not None:
             processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label))
     log_positive_class(processor.spec)
+    threshold = None if math.isnan(FLAGS.threshold_to_export) else FLAGS.threshold_to_export
+    check_threshold(processor.spec, threshold)  # before training, not at the export after it
+    check_max_seq_length(processor.spec, FLAGS.max_seq_length)
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
     if FLAGS.export_dir and not FLAGS.spm_model_file:  # before training, not after it
@@ -98,7 +110,6 @@ def task_and_job_from_flags():
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
     job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
-    threshold = FLAGS.threshold_to_export
     task = GlueTask(
         processor=processor,
         data_dir=FLAGS.data_dir or "",
@@ -108,7 +119,7 @@ def task_and_job_from_flags():
         max_seq_length=FLAGS.max_seq_length,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
-        threshold_to_export=None if math.isnan(threshold) else threshold,
+        threshold_to_export=threshold,
         serving_precision=FLAGS.serving_precision,
     )
     return task, job

@@ -9,7 +9,8 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.cli import closing_summary, entry_point, reports_errors, require_flags
-from albert_tf.training.flags import define_flags
+from albert_tf.training.flags import (count_flag_problems, define_flags, training_flag_problems,
+                                      warn_if_warmup_outlasts_training)
 from albert_tf.training.optimizers import OPTIMIZERS
 
 FLAGS = flags.FLAGS
@@ -46,6 +47,14 @@ def _check_flags() -> None:
         raise ValueError("--do_train needs --input_file (TFRecords from create_pretraining_data.py)")
     if FLAGS.do_eval and not FLAGS.input_file:
         raise ValueError("--do_eval needs --input_file")
+    problems = []
+    if FLAGS.do_train:
+        problems += training_flag_problems(FLAGS)
+        warn_if_warmup_outlasts_training(FLAGS)
+    if FLAGS.do_eval:  # zero batches scored wrote NaN results
+        problems += count_flag_problems(FLAGS, "eval_batch_size", "max_eval_steps")
+    if problems:
+        raise ValueError("; ".join(problems))
     if not 0 <= FLAGS.masked_lm_budget < 1:
         raise ValueError(f"--masked_lm_budget={FLAGS.masked_lm_budget}: expected a share of tokens in [0, 1) "
                          f"(0.15 as create_pretraining_data.py), or 0 for the records' own masks")

@@ -21,8 +21,8 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.cli import entry_point, require_flags
-from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_stage_flags,
-                                         finetuning_main, job_from_flags)
+from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
+                                          define_stage_flags, finetuning_main, job_from_flags)
 from albert_tf.training.flags import define_flags
 
 FLAGS = flags.FLAGS
@@ -62,6 +62,7 @@ def task_and_job_from_flags():
 
     levels_to_read(FLAGS.high_only, FLAGS.middle_only)  # both set: one line before any work
     require_flags(FLAGS, *REQUIRED)
+    check_stage_flags(FLAGS)
     if FLAGS.task_name.lower() != "race":
         raise ValueError(f"--task_name={FLAGS.task_name}: run_race.py runs RACE only")
     if not is_dir(FLAGS.data_dir):

@@ -48,7 +48,8 @@ from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
-                                          define_stage_flags, job_from_flags, run_and_report)
+                                          define_stage_flags, job_from_flags, refuse_flags_of_another_mode,
+                                          run_and_report, stage_flag_problems)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 
@@ -105,6 +106,11 @@ def _validate(config) -> list[str]:
         problems.extend(check_export_dir(f.export_dir))
     if f.do_train and not f.train_file:
         problems.append("--do_train needs --train_file")
+    if f.do_train and not f.num_train_epochs > 0:  # the step count's max(1, ...) would hide it: 1 step
+        problems.append(f"--num_train_epochs must be > 0, got {f.num_train_epochs}")
+    if f.do_train and not f.warmup_proportion >= 0:
+        problems.append(f"--warmup_proportion must be >= 0, got {f.warmup_proportion}")
+    problems.extend(stage_flag_problems(f))
     if f.do_predict and not f.predict_file:
         problems.append("--do_predict needs --predict_file")
     for name in ("train_file", "predict_file"):
@@ -123,8 +129,7 @@ def _validate(config) -> list[str]:
     if f.max_seq_length <= f.max_query_length + 3:
         problems.append(f"--max_seq_length ({f.max_seq_length}) must be greater than "
                         f"--max_query_length ({f.max_query_length}) + 3")
-    for name in ("doc_stride", "train_batch_size", "predict_batch_size", "n_best_size",
-                 "max_answer_length", "start_n_top", "end_n_top"):
+    for name in ("doc_stride", "n_best_size", "max_answer_length", "start_n_top", "end_n_top"):
         if getattr(f, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(f, name)}")
     if f.version_2_with_negative and f.mask_padding_positions:
@@ -135,18 +140,28 @@ def _validate(config) -> list[str]:
 
 
 REQUIRED = ("albert_config_file", "output_dir")
+# What only SQuAD 2.0's head reads (1.1's linear span head has no beam, verifier or null score).
+V2_ONLY_FLAGS = ("start_n_top", "end_n_top", "dropout_prob", "null_score_diff_threshold")
 
 
 def task_and_job_from_flags():
     """The SQuAD task and the run's job, from the flags (checked)."""
     from albert_tf.config import AlbertConfig
+    from albert_tf.squad.data import load_questions
     from albert_tf.squad.task import SquadSettings, SquadTask, has_gold_answers, num_train_steps
 
     f = FLAGS
     require_flags(f, *REQUIRED)
+    if not f.version_2_with_negative:
+        refuse_flags_of_another_mode(f, V2_ONLY_FLAGS, "SQuAD 2.0 (--version_2_with_negative)",
+                                     "this run is SQuAD 1.1")
     problems = _validate(AlbertConfig.from_json_file(f.albert_config_file))
     if problems:
         raise ValueError("; ".join(problems))
+    # Both files read before any work: an empty or malformed predict file is not found after training.
+    if f.do_train:
+        load_questions(f.train_file)
+    predict_data = load_questions(f.predict_file) if f.do_predict else None
     config = albert_config_from_flags(f, f.spm_model_file, None)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
@@ -163,7 +178,8 @@ def task_and_job_from_flags():
         steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
     # The original's model selection: every checkpoint scored against the answers, when the
     # predict file has them and there is something to score (training, or checkpoints here).
-    select = f.do_predict and has_gold_answers(f.predict_file) and (f.do_train or _has_checkpoints(f.output_dir))
+    select = (f.do_predict and has_gold_answers(f.predict_file, predict_data)
+              and (f.do_train or _has_checkpoints(f.output_dir)))
     job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job

@@ -46,10 +46,12 @@ SERVING_EXAMPLES = "serving_default"
 SERVING_TEXT = "serving_text"
 
 
-def is_pair_task(spec: TaskSpec) -> bool:
-    """Whether the task's examples have a second text (its test split decides)."""
-    layout = spec.splits.get("test") or next(iter(spec.splits.values()))
-    return layout.text_b is not None
+def check_threshold(spec: TaskSpec, threshold: float | None) -> None:
+    """A decision threshold is on the positive class's probability: binary tasks only."""
+    if threshold is not None and (spec.is_regression or spec.num_labels != 2):
+        raise ValueError(
+            f"--threshold_to_export applies to binary tasks only; {spec.name} has "
+            f"{'a regression output' if spec.is_regression else f'{spec.num_labels} labels'}")
 
 
 class ClassifierServing(tf.Module):
@@ -59,10 +61,7 @@ class ClassifierServing(tf.Module):
     def __init__(self, model, tokenizer, spec: TaskSpec, max_seq_length: int,
                  threshold: float | None = None):
         super().__init__(name="glue_classifier_serving")
-        if threshold is not None and (spec.is_regression or spec.num_labels != 2):
-            raise ValueError(
-                f"--threshold_to_export applies to binary tasks only; {spec.name} has "
-                f"{'a regression output' if spec.is_regression else f'{spec.num_labels} labels'}")
+        check_threshold(spec, threshold)
         # The Keras model is called, not tracked: tracking it would make SavedModel
         # also serialize Keras' own layer traces (several times slower to save and
         # load). Its variables are tracked directly instead.
@@ -74,7 +73,7 @@ class ClassifierServing(tf.Module):
         self.label_strings = tf.constant(list(spec.labels or ["score"]))
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
         self.positive_id = None if spec.is_regression else spec.positive_id
-        self.pair = is_pair_task(spec)
+        self.pair = spec.is_pair
         # Both signatures call this one function, so the model is traced once.
         ids = tf.TensorSpec([None, None], tf.int32)
         self._forward = tf.function(

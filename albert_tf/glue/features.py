@@ -66,6 +66,18 @@ class InputFeatures:
     is_real_example: bool = True
 
 
+def check_max_seq_length(spec: TaskSpec, max_seq_length: int) -> None:
+    """Room for [CLS] a [SEP] (b [SEP]) with at least one token of each text: shorter, a pair's
+    truncation failed and a single text trained on inputs without text."""
+    if spec.is_pair:
+        kind, layout, need = "a pair task", "[CLS] a [SEP] b [SEP] with a token of each text", 5
+    else:
+        kind, layout, need = "a single-sentence task", "[CLS] text [SEP] with a token of text", 3
+    if max_seq_length < need:
+        raise ValueError(f"--max_seq_length={max_seq_length} is too small for {spec.name}, {kind}: "
+                         f"{layout} needs at least {need}")
+
+
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
     """Trims the longer list one token at a time from its end (ties trim B), in place.
 

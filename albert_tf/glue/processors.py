@@ -110,6 +110,12 @@ class TaskSpec:
     def num_labels(self) -> int:
         return 1 if self.labels is None else len(self.labels)
 
+    @property
+    def is_pair(self) -> bool:
+        """Whether the task's examples have a second text (its test split decides)."""
+        layout = self.splits.get("test") or next(iter(self.splits.values()))
+        return layout.text_b is not None
+
 
 def _pair(file: str, labelled: bool) -> SplitLayout:
     """The common layout: header, index in column 0, two texts in 1 and 2, label last."""

@@ -96,6 +96,15 @@ def iter_questions(dataset: dict, source: str) -> Iterator[tuple[dict, dict, dic
                 yield article, paragraph, qa
 
 
+def load_questions(path: str | os.PathLike) -> dict:
+    """``load_squad``, refusing a file without questions as GLUE and RACE refuse an empty split (training
+    on it counted steps from an empty cache, predicting it failed on the empty output)."""
+    dataset = load_squad(path)
+    if next(iter_questions(dataset, os.fspath(path)), None) is None:
+        raise SquadFormatError(f"SQuAD file {os.fspath(path)} holds no questions")
+    return dataset
+
+
 def _bad(source: str, qid: str, message: str) -> SquadFormatError:
     return SquadFormatError(f"{source}: question id {qid!r}: {message}")
 
@@ -121,7 +130,7 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool) -> list[Squa
     ``is_impossible``. Prediction needs only id, question and context.
     """
     source = os.fspath(path)
-    dataset = load_squad(path)
+    dataset = load_questions(path)
     examples = []
     seen: set[str] = set()
     for _, paragraph, qa in iter_questions(dataset, source):
@@ -149,6 +158,9 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool) -> list[Squa
                                         f"inside its context (length {len(context)})")
             if not texts[0]:
                 raise _bad(source, qid, "training answer text is empty")
+            if start + len(texts[0]) > len(context):  # the span's end is an index into the context too
+                raise _bad(source, qid, f"answer text ({len(texts[0])} characters from answer_start {start}) "
+                                        f"runs past the end of its context (length {len(context)})")
             example.orig_answer_text = texts[0]
             example.start_position = start
         elif is_training:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from absl import flags
+from absl import flags, logging
 
 from albert_tf import cpu_bf16
 from albert_tf.training import xla
@@ -75,6 +75,45 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS, **defaults: Any) -
             flags.DEFINE_enum(name, default, enum_values, help_text, flag_values=flag_values)
         else:
             getattr(flags, f"DEFINE_{kind}")(name, default, help_text, flag_values=flag_values)
+
+
+# A training run's flags that count something (>= 1), and its warmup lengths (>= 0, each with the
+# length of the training it warms up), where a driver has them.
+_TRAINING_COUNTS = ("train_batch_size", "train_step", "num_train_steps", "iterations_per_loop",
+                    "save_checkpoints_steps", "log_steps", "gradient_accumulation_steps")
+_TRAINING_STEPS_OF_WARMUP = {"warmup_step": "train_step", "num_warmup_steps": "num_train_steps"}
+
+
+def count_flag_problems(flag_values: flags.FlagValues, *names: str) -> list[str]:
+    """``--name must be >= 1`` for each of the flags ``names`` below 1."""
+    return [f"--{name} must be >= 1, got {flag_values[name].value}" for name in names
+            if flag_values[name].value < 1]
+
+
+def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
+    """What is wrong with a training run's flags, each problem naming the flag as typed; for a
+    driver to refuse before any work (the loop's own checks come after the data was read and
+    name its fields, not the flags)."""
+    f = flag_values
+    problems = count_flag_problems(f, *(name for name in _TRAINING_COUNTS if name in f))
+    problems += [f"--{name} must be >= 0, got {f[name].value}" for name in _TRAINING_STEPS_OF_WARMUP
+                 if name in f and f[name].value < 0]
+    if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
+        problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
+    return problems
+
+
+def warn_if_warmup_outlasts_training(flag_values: flags.FlagValues) -> None:
+    """A warmup longer than training is allowed, as the original allowed it, but the learning rate then
+    never reaches --learning_rate: said in one warning."""
+    f = flag_values
+    for warmup, steps in _TRAINING_STEPS_OF_WARMUP.items():
+        if warmup in f and steps in f and f[warmup].value > f[steps].value:
+            logging.warning("--%s=%d is longer than --%s=%d: the learning rate never reaches --learning_rate",
+                            warmup, f[warmup].value, steps, f[steps].value)
+    if "warmup_proportion" in f and f.warmup_proportion > 1:
+        logging.warning("--warmup_proportion=%g is above 1: the warmup is longer than training, so the learning "
+                        "rate never reaches --learning_rate", f.warmup_proportion)
 
 
 def strategy_from_flags(flag_values: flags.FlagValues | None = None):

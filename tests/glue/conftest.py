@@ -140,38 +140,7 @@ def spm_model(shared):
     return str(shared("data", "spm", "30k-clean.model"))
 
 
-# Runs run_classifier's main on several argument lists in one process (one TensorFlow start-up).
-_ERROR_CASES = r"""
-import contextlib, io, json, sys
-import run_classifier
-from absl import flags
-results = []
-for argv in json.loads(sys.argv[1]):
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["run_classifier.py", *argv])
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = run_classifier.main([])
-    results.append({"code": code, "stderr": err.getvalue()})
-print(json.dumps(results))
-"""
-
-
 @pytest.fixture
-def driver_errors():
-    """``run(cases)``: {case name: {"code": exit code, "stderr": what it wrote}} for {name: argv}."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    repo = pathlib.Path(__file__).resolve().parents[2]
-
-    def run(cases: dict) -> dict:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(repo))
-        proc = subprocess.run([sys.executable, "-c", _ERROR_CASES, json.dumps(list(cases.values()))],
-                              capture_output=True, text=True, env=env, timeout=300, cwd=repo)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return dict(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1])))
-
-    return run
+def driver_errors(driver_cases):
+    """``run(cases)``: run_classifier's ``driver_cases``."""
+    return lambda cases: driver_cases("run_classifier", cases)

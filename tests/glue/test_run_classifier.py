@@ -203,6 +203,31 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
                                "--seq_length_buckets=16,32"],
         "wordpiece export": ["--task_name=MRPC", "--do_train", base[0], base[1], base[3], base[4],
                              f"--vocab_file={tmp_path / 'vocab.txt'}", f"--export_dir={tmp_path / 'export'}"],
+        # trained by gradient ascent (or not at all) and ended well
+        "negative learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=-1"],
+        "zero learning rate": ["--task_name=MRPC", "--do_train", *base, "--learning_rate=0"],
+        # refused at the export, after the whole training
+        "threshold on regression": ["--task_name=STS-B", "--do_train", *base, f"--export_dir={tmp_path / 'export'}",
+                                    "--threshold_to_export=0.5"],
+        "threshold on 3 labels": ["--task_name=MNLI", "--do_train", *base, f"--export_dir={tmp_path / 'export'}",
+                                  "--threshold_to_export=0.5"],
+        # a traceback in the pair truncation (2), or training on inputs without text (pair 3, single 2)
+        "pair seq 2": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=2"],
+        "pair seq 4": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=4"],
+        "single seq 2": ["--task_name=CoLA", "--do_train", *base, "--max_seq_length=2"],
+        # checked by the loop after the train split was cached, naming its fields
+        "train batch 0": ["--task_name=MRPC", "--do_train", *base, "--train_batch_size=0"],
+        "train step 0": ["--task_name=MRPC", "--do_train", *base, "--train_step=0"],
+        "warmup negative": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=-5"],
+        "save every 0": ["--task_name=MRPC", "--do_train", *base, "--save_checkpoints_steps=0"],
+        "eval batch 0": ["--task_name=MRPC", "--do_eval", *base, "--eval_batch_size=0"],
+        "predict batch -1": ["--task_name=MRPC", "--do_predict", *base, "--predict_batch_size=-1"],
+        # trained and ended well, none of them read
+        "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
+                                 "--text_columns=foo", "--label_column=bar", "--regression", "--key_metric=f1"],
+        # accepted, as the original, with a warning; stopped here by the length
+        "warmup longer": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=100", "--train_step=4",
+                          "--max_seq_length=128"],
     }
     results = driver_errors(cases)
     expected = {
@@ -215,12 +240,34 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "padded and buckets": "--pad_to_max_length keeps every row at --max_seq_length, so --seq_length_buckets "
                               "would be ignored",
         "wordpiece export": "a WordPiece --vocab_file cannot be exported",  # before training, not after it
+        "negative learning rate": "--learning_rate must be > 0, got -1.0",
+        "zero learning rate": "--learning_rate must be > 0, got 0.0",
+        "threshold on regression": "--threshold_to_export applies to binary tasks only; sts-b has a regression output",
+        "threshold on 3 labels": "--threshold_to_export applies to binary tasks only; mnli has 3 labels",
+        "pair seq 2": "--max_seq_length=2 is too small for mrpc, a pair task: [CLS] a [SEP] b [SEP] with a token of "
+                      "each text needs at least 5",
+        "pair seq 4": "--max_seq_length=4 is too small for mrpc, a pair task",
+        "custom flags on GLUE": "--train_file, --text_columns, --label_column, --regression, --key_metric are for "
+                                "--task_name=custom (your own files); --task_name=MRPC reads GLUE's files under "
+                                "--data_dir",
+        "train batch 0": "--train_batch_size must be >= 1, got 0",
+        "train step 0": "--train_step must be >= 1, got 0",
+        "warmup negative": "--warmup_step must be >= 0, got -5",
+        "save every 0": "--save_checkpoints_steps must be >= 1, got 0",
+        "eval batch 0": "--eval_batch_size must be >= 1, got 0",
+        "predict batch -1": "--predict_batch_size must be >= 1, got -1",
+        "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
+                        "token of text needs at least 3",
     }
     for name, text in expected.items():
         assert results[name]["code"] == 1, name
         assert text in results[name]["stderr"], (name, results[name]["stderr"])
         assert results[name]["stderr"].startswith("run_classifier.py: error: ")
-    assert not (tmp_path / "out").exists()
+        assert len(results[name]["stderr"].strip().splitlines()) == 1, (name, results[name]["stderr"])
+    assert not (tmp_path / "out").exists() and not (tmp_path / "export").exists()
+    warmup = "--warmup_step=100 is longer than --train_step=4: the learning rate never reaches --learning_rate"
+    assert warmup in results["warmup longer"]["warnings"] and results["warmup longer"]["code"] == 1
+    assert not any("is longer than" in w for w in results["too long"]["warnings"])
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,

@@ -104,3 +104,32 @@ def test_resume_after_sigkill_is_exact(data, tmp_path):
     assert set(a) == set(b) and a
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
     assert worst <= 1e-6, worst
+
+
+# flags -> the one line that refuses them, before anything is read or written
+FLAG_ERRORS = {
+    "lr_negative": (["--learning_rate=-0.1"], "--learning_rate must be > 0, got -0.1"),  # gradient ascent
+    "eval_steps_0": (["--do_eval", "--max_eval_steps=0"], "--max_eval_steps must be >= 1, got 0"),  # NaN results
+    "eval_steps_negative": (["--do_eval", "--max_eval_steps=-3"], "--max_eval_steps must be >= 1, got -3"),
+    # named batch_size_per_replica, num_train_steps, num_warmup_steps (no flag)
+    "eval_batch_0": (["--do_eval", "--eval_batch_size=0"], "--eval_batch_size must be >= 1, got 0"),
+    "train_batch_0": (["--train_batch_size=0"], "--train_batch_size must be >= 1, got 0"),
+    "warmup_negative": (["--num_warmup_steps=-1"], "--num_warmup_steps must be >= 0, got -1"),
+}
+
+
+def test_flag_errors_are_one_line_before_any_work(tmp_path, driver_cases):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY))
+    common = [f"--albert_config_file={config}", f"--input_file={tmp_path / 'none.tfrecord'}"]
+    cases = {name: [*common, f"--output_dir={tmp_path / name}", *extra] for name, (extra, _) in FLAG_ERRORS.items()}
+    # accepted, as the original, with a warning; stopped by the missing input
+    cases["warmup_longer"] = [*common, f"--output_dir={tmp_path / 'w'}", "--num_warmup_steps=10", "--num_train_steps=4"]
+    results = driver_cases("run_pretraining", cases)
+    assert ("--num_warmup_steps=10 is longer than --num_train_steps=4: the learning rate never reaches "
+            "--learning_rate") in results["warmup_longer"]["warnings"]
+    assert results["warmup_longer"]["code"] == 1 and not (tmp_path / "w").exists()
+    for name, (_, message) in FLAG_ERRORS.items():
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_pretraining.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name

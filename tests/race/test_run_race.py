@@ -279,6 +279,25 @@ def test_missing_split_folder_names_the_path(setup, tmp_path):
     assert not (tmp_path / "out" / "train.tf_record").exists()  # stopped before any work
 
 
+# flags -> the one line that refuses them, before anything is read or written
+FLAG_ERRORS = {
+    "lr_negative": (["--learning_rate=-1"], "--learning_rate must be > 0, got -1.0"),  # gradient ascent
+    # checked when the model was built, after the train split was cached, naming no flag
+    "dropout_above_1": (["--dropout_prob=1.5"], "--dropout_prob must be in [0, 1), got 1.5"),
+    "train_step_0": (["--train_step=0"], "--train_step must be >= 1, got 0"),
+    "eval_batch_0": (["--eval_batch_size=0"], "--eval_batch_size must be >= 1, got 0"),
+}
+
+
+def test_training_flag_errors_are_one_line_before_any_work(setup, tmp_path, driver_cases):
+    results = driver_cases("run_race", {name: _flags(setup, tmp_path / name, *extra)
+                                        for name, (extra, _) in FLAG_ERRORS.items()})
+    for name, (_, message) in FLAG_ERRORS.items():
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_race.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name
+
+
 @pytest.mark.parametrize("drop, flag", [("data_dir", "--data_dir"), ("spm_model_file", "--spm_model_file"),
                                         ("output_dir", "--output_dir")])
 def test_required_flags(setup, tmp_path, drop, flag):

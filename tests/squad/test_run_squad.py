@@ -234,8 +234,15 @@ for args in json.loads(sys.argv[1]):
 def test_driver_errors(common, shared, tmp_path):
     squad = shared("data", "squad")
     dev = f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}"
+    train = f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q-broken"}]}]}]}))
+    past_end = tmp_path / "past_end.json"  # starts inside the context, ends past it: was an IndexError
+    past_end.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
+        {"id": "q-past-end", "question": "What?",
+         "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
+    no_questions = tmp_path / "no_questions.json"  # named the internal cache (train), a KeyError (predict)
+    no_questions.write_text(json.dumps({"version": "1.1", "data": []}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
     users_export.mkdir()
     (users_export / "albert_model.tflite").write_bytes(b"TFL3 not ours")
@@ -254,6 +261,36 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'e'}", "--do_predict", dev],
          "needs a fine-tuned checkpoint: none in --output_dir"),
         ([f"--output_dir={tmp_path / 'f'}", "--do_train", f"--train_file={bad}"], "'q-broken'"),
+        # max(1, ...) of the step count trained one step and ended well
+        ([f"--output_dir={tmp_path / 'epochs0'}", "--do_train", train, "--num_train_epochs=0"],
+         "--num_train_epochs must be > 0, got 0.0"),
+        ([f"--output_dir={tmp_path / 'epochs_neg'}", "--do_train", train, "--num_train_epochs=-2"],
+         "--num_train_epochs must be > 0, got -2.0"),
+        ([f"--output_dir={tmp_path / 'lr_neg'}", "--do_train", train, "--learning_rate=-5e-5"],
+         "--learning_rate must be > 0, got -5e-05"),
+        ([f"--output_dir={tmp_path / 'warmup_neg'}", "--do_train", train, "--warmup_proportion=-0.1"],
+         "--warmup_proportion must be >= 0, got -0.1"),
+        ([f"--output_dir={tmp_path / 'train_batch_0'}", "--do_train", train, "--train_batch_size=0"],
+         "--train_batch_size must be >= 1, got 0"),
+        ([f"--output_dir={tmp_path / 'save_0'}", "--do_train", train, "--save_checkpoints_steps=0"],
+         "--save_checkpoints_steps must be >= 1, got 0"),
+        ([f"--output_dir={tmp_path / 'warmup_long'}", "--do_train", train, "--warmup_proportion=1.5",
+          "--max_seq_length=256"], "--max_seq_length=256 exceeds max_position_embeddings (128)"),
+        # 2.0's flags on a 1.1 run: ignored (while --mask_padding_positions on 2.0 was refused)
+        ([f"--output_dir={tmp_path / 'v2_flags_on_v1'}", "--do_train", train, "--start_n_top=3", "--end_n_top=2",
+          "--null_score_diff_threshold=5"], "--start_n_top, --end_n_top, --null_score_diff_threshold are for "
+                                            "SQuAD 2.0 (--version_2_with_negative); this run is SQuAD 1.1"),
+        ([f"--output_dir={tmp_path / 'v2_dropout'}", "--do_train", train, "--version_2_with_negative",
+          "--dropout_prob=1"], "--dropout_prob must be in [0, 1), got 1.0"),
+        ([f"--output_dir={tmp_path / 'past_end'}", "--do_train", f"--train_file={past_end}"],
+         f"{past_end}: question id 'q-past-end': answer text (18 characters from answer_start 14) runs past "
+         f"the end of its context (length 16)"),
+        ([f"--output_dir={tmp_path / 'empty_train'}", "--do_train", f"--train_file={no_questions}"],
+         f"SQuAD file {no_questions} holds no questions"),
+        ([f"--output_dir={tmp_path / 'empty_predict'}", "--do_predict", f"--predict_file={no_questions}"],
+         f"SQuAD file {no_questions} holds no questions"),
+        ([f"--output_dir={tmp_path / 'empty_predict_after_training'}", "--do_train", train, "--do_predict",
+          f"--predict_file={no_questions}"], f"SQuAD file {no_questions} holds no questions"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
@@ -262,4 +299,11 @@ def test_driver_errors(common, shared, tmp_path):
     assert len(outputs) == len(cases) + 1, run.stderr[-3000:]
     for (args, message), before, after in zip(cases, outputs[:-1], outputs[1:]):
         assert after.startswith("1") and message in before, (args, before[-1500:])
+        errors = [line for line in before.splitlines() if "run_squad.py: error:" in line]
+        assert len(errors) == 1 and message in errors[0] and "Traceback" not in before, (args, before[-1500:])
+        output_dir = pathlib.Path(args[0].split("=", 1)[1])
+        assert not output_dir.exists(), (args, list(output_dir.iterdir()))
     assert (users_export / "albert_model.tflite").read_bytes() == b"TFL3 not ours"
+    # accepted, as the original, with a warning (case 'warmup_long', stopped by its length)
+    warned = [before for (args, _), before in zip(cases, outputs) if "--warmup_proportion=1.5" in args]
+    assert "--warmup_proportion=1.5 is above 1" in warned[0] and "is above 1" not in outputs[0]
