@@ -305,7 +305,7 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
                                                 for o in checkpoint.origin.values()):
         hf_name = name_table.HF_BASE_PREFIX + hf_name
     if name_table.is_encoder_name(name) and not name.startswith(name_table.HF_POOLER_PREFIX):
-        hint = f"check config field {name_table.likely_config_field(name, expected, None)}"
+        hint = name_table.mismatch_hint(name, expected, None)
     else:
         hint = (f"{checkpoint.architecture or 'this model'} has no such head; allow missing heads "
                 f"(--allow_missing_heads) to start it fresh")

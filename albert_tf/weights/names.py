@@ -119,18 +119,28 @@ def group0_source_name(name: str) -> str:
 
 
 def mismatch_hint(name: str, expected: tuple, found: tuple | None) -> str:
-    """What to check after a shape mismatch: a config field, or for a classifier head whose first
-    dimension differs, the number of labels (which no config field holds)."""
+    """What to check after a shape mismatch or a missing variable: a config field; for a classifier
+    head whose first dimension differs, the number of labels (which no config field holds); for a
+    missing task head, the checkpoint (a pretrained one has no fine-tuned head)."""
     leaf = name.rsplit("/", 1)[-1]
     if (found is not None and leaf in ("output_weights", "output_bias") and not name.startswith("cls/")
             and expected[0] != found[0]):
         return (f"the number of labels differs (the checkpoint's head has {found[0]}, this task {expected[0]}): "
                 f"check labels.txt in --output_dir and the task's labels")
-    return f"check config field {likely_config_field(name, expected, found)}"
+    if found is None and not name.startswith(("bert/", *PRETRAINING_HEAD_PREFIXES)):
+        return ("the checkpoint has no head for this task (a pretrained checkpoint has none): train first "
+                "(--do_train), or give a fine-tuned checkpoint")
+    if found is None and name.startswith(SENTENCE_ORDER_PREFIX):
+        return "TF-Hub modules carry no sentence-order head: allow missing heads (--allow_missing_heads)"
+    field = likely_config_field(name, expected, found)
+    if field is None:
+        return "check the model type (encoder or pretrainer) against the checkpoint's"
+    return f"check config field {field}"
 
 
-def likely_config_field(name: str, expected: tuple | None, found: tuple | None) -> str:
-    """A hint at which config field differs, for mismatch and missing-variable errors."""
+def likely_config_field(name: str, expected: tuple | None, found: tuple | None) -> str | None:
+    """The config field a mismatch or a missing variable most likely comes from; None when no field
+    explains it (a variable of another model type)."""
     if found is None:
         if "/group_" in name and "/group_0/" not in name:
             return "num_hidden_groups (or pass init_from_group0)"
@@ -138,9 +148,7 @@ def likely_config_field(name: str, expected: tuple | None, found: tuple | None) 
             return "inner_group_num"
         if "embedding_hidden_mapping_in" in name:
             return "embedding_size / hidden_size (the projection exists only when they differ)"
-        if name.startswith(SENTENCE_ORDER_PREFIX):
-            return "none: TF-Hub modules carry no sentence-order head (allow missing heads)"
-        return "the model type (encoder vs pretrainer) or the checkpoint"
+        return None
     if "word_embeddings" in name:
         return "vocab_size" if expected[0] != found[0] else "embedding_size"
     if "position_embeddings" in name:

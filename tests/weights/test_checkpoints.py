@@ -243,3 +243,25 @@ def test_damaged_init_checkpoint_is_one_line_naming_the_file(tmp_path, damage, r
     with pytest.raises(CheckpointError) as err:
         load_checkpoint(AlbertModel(_config()), prefix)
     assert str(named) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_pretrained_checkpoint_for_a_task_model_says_it_has_no_task_head(tmp_path):
+    """Predicting with --init_checkpoint at a pretrained checkpoint: the hint read "check config field the
+    model type (encoder vs pretrainer) or the checkpoint", and not what is wrong."""
+    from albert_tf.glue import heads
+
+    pretrainer = AlbertPretrainer(_config())
+    pretrainer(pretrainer.dummy_inputs())
+    prefix = save_tf1_checkpoint(pretrainer, str(tmp_path / "model.ckpt"))
+    classifier = heads.build_classifier(_config(), "mrpc")
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(classifier, prefix)
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith(f"checkpoint {prefix} does not fit the model (2 variables)")
+    for line, name in zip(lines[1:], ("output_weights", "output_bias")):
+        assert line.startswith(f"  {name}: expected shape")
+        assert line.endswith("missing; the checkpoint has no head for this task (a pretrained checkpoint has none): "
+                             "train first (--do_train), or give a fine-tuned checkpoint")
+    encoder = AlbertModel(_config(num_hidden_groups=2))
+    with pytest.raises(CheckpointError, match="missing; check config field num_hidden_groups"):
+        load_checkpoint(encoder, prefix)
