@@ -12,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
-import shutil
-import socket
 import tempfile
 import uuid
 from typing import IO, Iterator
@@ -137,54 +134,6 @@ def give_umask_modes(folder: str) -> None:
             os.chmod(os.path.join(root, name), umask_mode(0o777))
         for name in names:
             os.chmod(os.path.join(root, name), umask_mode())
-
-
-@contextlib.contextmanager
-def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
-    """(folder to write, ``<base>/<unix time>``) as an exported SavedModel's versions are named: on success
-    the first becomes the second, on any error it is removed. Locally the first is a temporary folder renamed
-    at the end; on remote storage (no folder rename there) both are the final folder."""
-    import time
-
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(base)
-    version = int(time.time())
-    while tf.io.gfile.exists(os.path.join(base, str(version))):
-        version += 1
-    final = os.path.join(base, str(version))
-    tmp = final
-    if not is_remote(base):
-        _remove_killed_writers_folders(base)
-        tmp = os.path.join(base, f"{TMP_MARK}{version}-{os.getpid()}-{socket.gethostname()}")
-    try:
-        yield tmp, final
-        if tmp != final:
-            give_umask_modes(tmp)
-            os.replace(tmp, final)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-        raise
-    finally:
-        if tmp != final and os.path.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-
-
-# new_version_folder's temporary name: .tmp-<version>-<pid>-<host>. Its writer is known, so what a killed
-# writer left is told from an export another process is writing into the same folder now.
-_VERSION_BEING_WRITTEN = re.compile(rf"{re.escape(TMP_MARK)}\d+-(\d+)-(.+)")
-
-
-def _remove_killed_writers_folders(base: str) -> None:
-    """Removes the version folders that writers of this host, killed while writing, left in ``base``."""
-    from albert_tf.run_lock import process_alive  # it imports this module
-
-    host = socket.gethostname()
-    for name in os.listdir(base):
-        match = _VERSION_BEING_WRITTEN.fullmatch(name)
-        if match and match.group(2) == host and not process_alive(int(match.group(1))):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
 def absolute(path: str | os.PathLike) -> str:

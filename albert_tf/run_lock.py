@@ -33,6 +33,7 @@ from absl import logging
 
 from albert_tf.errors import RunError
 from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text, remove_file
+from albert_tf.processes import process_alive, process_start_ticks
 
 LOCK_FILENAME = "run.lock"
 TAKEOVER_SUFFIX = ".takeover"  # <lock>.takeover: held while one run replaces a dead holder's lock
@@ -50,30 +51,6 @@ def lock_path(output_dir: str, num_workers: int = 1, worker_index: int = 0) -> s
     return os.path.join(output_dir, name)
 
 
-def _process_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (Linux), None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def process_alive(pid: int, start_ticks: int | None = None) -> bool:
-    """Whether process ``pid`` of this host is running (and, given ``start_ticks``, is the one that
-    started then: a reused pid is not)."""
-    if os.path.isdir("/proc"):
-        ticks = _process_start_ticks(pid)
-        return ticks is not None and (start_ticks is None or ticks == start_ticks)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunLock:
     """``acquire()`` / ``release()`` of one lock file; ``take_over``: break any existing lock."""
 
@@ -84,7 +61,7 @@ class RunLock:
         self.what, self.take_over_hint = what, take_over_hint  # the refusal's words: what is locked, the way out
         self.held = False
         pid = os.getpid()
-        self.record = {"host": socket.gethostname(), "pid": pid, "start_ticks": _process_start_ticks(pid),
+        self.record = {"host": socket.gethostname(), "pid": pid, "start_ticks": process_start_ticks(pid),
                        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
     def _create(self, path: str | None = None) -> bool:

@@ -36,7 +36,7 @@ import math
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length, trim_to_longest
-from albert_tf.fileio import new_version_folder
+from albert_tf.versions import new_version_folder
 from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving

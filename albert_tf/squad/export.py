@@ -27,7 +27,8 @@ import warnings
 import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
-from albert_tf.fileio import atomic_output, new_version_folder
+from albert_tf.fileio import atomic_output
+from albert_tf.versions import new_version_folder
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 
 SAVED_MODEL_DIR = "saved_model"

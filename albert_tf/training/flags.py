@@ -98,8 +98,8 @@ def training_flag_problems(flag_values: flags.FlagValues) -> list[str]:
     problems = count_flag_problems(f, *(name for name in _TRAINING_COUNTS if name in f))
     problems += [f"--{name} must be >= 0, got {f[name].value}" for name in _TRAINING_STEPS_OF_WARMUP
                  if name in f and f[name].value < 0]
-    if not f.learning_rate > 0:  # a negative rate ascends the loss, 0 learns nothing: both ended well
-        problems.append(f"--learning_rate must be > 0, got {f.learning_rate}")
+    if not f.learning_rate >= 0:  # a negative rate ascends the loss (0 is allowed: weights saved as loaded)
+        problems.append(f"--learning_rate must be >= 0, got {f.learning_rate}")
     return problems
 
 

@@ -298,7 +298,7 @@ _STALE_TEMPORARIES = [re.compile(pattern) for pattern in (
     rf".+{_MARK}[0-9a-f]{{32}}",  # staged checkpoint copies; fileio's remote writes
     rf".+{_MARK}[a-z0-9_]{{8}}\.tmp",  # fileio.atomic_output (mkstemp's 8 random characters)
     rf"{_MARK}worker\d+",  # checkpoint_policy's per-worker scratch folder
-    rf"{_MARK}\d+-\d+(-.+)?",  # fileio.new_version_folder (an export's version folder being written)
+    rf"{_MARK}\d+-\d+(-.+)?",  # versions.new_version_folder (an export's version folder being written)
 )]
 
 

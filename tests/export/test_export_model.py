@@ -411,7 +411,7 @@ def test_what_a_killed_export_left_is_put_back_or_removed(exported, tmp_path):
     holder = subprocess.Popen(["sleep", "300"])
     try:
         record = {"host": run_lock.socket.gethostname(), "pid": holder.pid,
-                  "start_ticks": run_lock._process_start_ticks(holder.pid), "started": "2024-01-01T00:00:00+00:00"}
+                  "start_ticks": run_lock.process_start_ticks(holder.pid), "started": "2024-01-01T00:00:00+00:00"}
         (tmp_path / "hub.lock").write_text(json.dumps(record) + "\n")
         with pytest.raises(run_lock.RunLockedError, match=f"--export_path={target} is in use by another run"):
             export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)

@@ -86,7 +86,7 @@ def test_a_run_refused_by_the_lock_writes_nothing(tmp_path, tiny_config_file, sp
     holder = subprocess.Popen(["sleep", "300"])
     try:
         record = {"host": run_lock.socket.gethostname(), "pid": holder.pid,
-                  "start_ticks": run_lock._process_start_ticks(holder.pid), "started": "2024-01-01T00:00:00+00:00"}
+                  "start_ticks": run_lock.process_start_ticks(holder.pid), "started": "2024-01-01T00:00:00+00:00"}
         (out / "run.lock").write_text(json.dumps(record) + "\n")
         before = _tree(out)
         train = _write_split(tmp_path, "train", 16, 0, labels=["1", "2", "neg", "pos"])

@@ -108,7 +108,7 @@ def test_resume_after_sigkill_is_exact(data, tmp_path):
 
 # flags -> the one line that refuses them, before anything is read or written
 FLAG_ERRORS = {
-    "lr_negative": (["--learning_rate=-0.1"], "--learning_rate must be > 0, got -0.1"),  # gradient ascent
+    "lr_negative": (["--learning_rate=-0.1"], "--learning_rate must be >= 0, got -0.1"),  # gradient ascent
     "eval_steps_0": (["--do_eval", "--max_eval_steps=0"], "--max_eval_steps must be >= 1, got 0"),  # NaN results
     "eval_steps_negative": (["--do_eval", "--max_eval_steps=-3"], "--max_eval_steps must be >= 1, got -3"),
     # named batch_size_per_replica, num_train_steps, num_warmup_steps (no flag)

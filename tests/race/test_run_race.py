@@ -281,7 +281,7 @@ def test_missing_split_folder_names_the_path(setup, tmp_path):
 
 # flags -> the one line that refuses them, before anything is read or written
 FLAG_ERRORS = {
-    "lr_negative": (["--learning_rate=-1"], "--learning_rate must be > 0, got -1.0"),  # gradient ascent
+    "lr_negative": (["--learning_rate=-1"], "--learning_rate must be >= 0, got -1.0"),  # gradient ascent
     # checked when the model was built, after the train split was cached, naming no flag
     "dropout_above_1": (["--dropout_prob=1.5"], "--dropout_prob must be in [0, 1), got 1.5"),
     "train_step_0": (["--train_step=0"], "--train_step must be >= 1, got 0"),

@@ -267,7 +267,7 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'epochs_neg'}", "--do_train", train, "--num_train_epochs=-2"],
          "--num_train_epochs must be > 0, got -2.0"),
         ([f"--output_dir={tmp_path / 'lr_neg'}", "--do_train", train, "--learning_rate=-5e-5"],
-         "--learning_rate must be > 0, got -5e-05"),
+         "--learning_rate must be >= 0, got -5e-05"),
         ([f"--output_dir={tmp_path / 'warmup_neg'}", "--do_train", train, "--warmup_proportion=-0.1"],
          "--warmup_proportion must be >= 0, got -0.1"),
         ([f"--output_dir={tmp_path / 'train_batch_0'}", "--do_train", train, "--train_batch_size=0"],

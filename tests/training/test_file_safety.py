@@ -274,7 +274,7 @@ def test_start_up_cleanup_removes_only_the_temporaries_this_package_names(tmp_pa
 
 _WRITE_A_VERSION = """
 import os, signal, sys, time
-from albert_tf.fileio import new_version_folder
+from albert_tf.versions import new_version_folder
 with new_version_folder(sys.argv[1]) as (tmp, final):
     os.mkdir(tmp)
     open(os.path.join(tmp, "saved_model.pb"), "w").write("half")
@@ -292,7 +292,7 @@ def test_a_version_folder_a_killed_export_left_is_removed_by_the_next_export(tmp
     import subprocess
     import sys
 
-    from albert_tf.fileio import new_version_folder
+    from albert_tf.versions import new_version_folder
 
     def writer(mode):
         return subprocess.Popen([sys.executable, "-c", _WRITE_A_VERSION, str(tmp_path), mode],

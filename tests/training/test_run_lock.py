@@ -45,7 +45,7 @@ def _race(path, monkeypatch, pause_in_takeover=False):
 
     def run(name, pid):
         lock = run_lock.RunLock(path)
-        lock.record = dict(lock.record, pid=pid, start_ticks=run_lock._process_start_ticks(pid))
+        lock.record = dict(lock.record, pid=pid, start_ticks=run_lock.process_start_ticks(pid))
         try:
             lock.acquire()
             outcomes[name] = ("held", lock)

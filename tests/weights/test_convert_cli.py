@@ -119,7 +119,7 @@ def test_a_conversion_replaces_no_file(shared, tmp_path):
     # A run (here: process 1 of this host, alive) holds the folder's lock.
     run = tmp_path / "run"
     run.mkdir()
-    holder = {"host": socket.gethostname(), "pid": 1, "start_ticks": run_lock._process_start_ticks(1)}
+    holder = {"host": socket.gethostname(), "pid": 1, "start_ticks": run_lock.process_start_ticks(1)}
     (run / "run.lock").write_text(json.dumps(holder))
     with pytest.raises(run_lock.RunLockedError, match="in use by another run"):
         convert(google, str(run / "model.ckpt"), "tf1_to_tf2", config_file=config)
