@@ -28,6 +28,13 @@ from albert_tf.training.results import ResultsLayout
 SPLITS = ("train", "dev", "test")
 
 
+def with_estimator_keys(results: dict[str, Any], step: int) -> dict[str, Any]:
+    """``results`` plus the keys the original's Estimator added to every evaluation: ``global_step``
+    and ``loss`` (the model's loss, here ``eval_loss``: its mean over every example evaluated,
+    where the Estimator averaged batch means, which depends on how the set is cut into batches)."""
+    return {**results, "loss": results["eval_loss"], "global_step": step}
+
+
 @dataclasses.dataclass(frozen=True)
 class Split:
     """One split of a task: its cached records and (read only when asked for) its examples."""

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs, with_estimator_keys
 from albert_tf.glue import export, features, heads, metrics, outputs
 from albert_tf.glue.processors import GlueProcessor
 
@@ -82,8 +82,7 @@ class GlueTask(FineTuningTask):
 
     def metrics(self, split: Split, gathered: Mapping[str, np.ndarray], step: int) -> dict[str, Any]:
         results = metrics.compute_metrics(self.spec, gathered["label_ids"], gathered["logits"])
-        results["global_step"] = step
-        return results
+        return with_estimator_keys(results, step)
 
     def write_predictions(self, output_dir: str, split: Split, gathered: Mapping[str, np.ndarray],
                           context: PredictContext) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import check_distinct_caches
-from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs
+from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs, with_estimator_keys
 from albert_tf.race import outputs, records
 from albert_tf.race.data import race_files, read_race
 from albert_tf.race.features import Tokenizer
@@ -84,14 +84,12 @@ class RaceTask(FineTuningTask):
 
     def metrics(self, split: Split, gathered: Mapping[str, np.ndarray], step: int) -> dict[str, Any]:
         results = outputs.compute_metrics(split.examples, gathered["logits"])
-        results["global_step"] = step
-        return results
+        return with_estimator_keys(results, step)
 
     def write_predictions(self, output_dir: str, split: Split, gathered: Mapping[str, np.ndarray],
                           context: PredictContext) -> dict[str, Any]:
         """The test split's metrics (predict_results.txt) and one line per question."""
-        results = outputs.compute_metrics(split.examples, gathered["logits"])
-        results["global_step"] = context.step
+        results = with_estimator_keys(outputs.compute_metrics(split.examples, gathered["logits"]), context.step)
         return {"predict_results": outputs.write_predict_results(output_dir, results),
                 "test_predictions": outputs.write_predictions(output_dir, split.examples,
                                                               gathered["probabilities"])}

@@ -92,7 +92,8 @@ def test_mrpc_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     blocks = _check_best(out, "eval_accuracy", steps=60)
     for block in blocks:
         assert block["num_examples"] == 48  # 48 dev rows in batches of 5: nothing dropped
-        assert {"eval_accuracy", "eval_loss", "f1"} <= set(block)
+        assert {"eval_accuracy", "eval_loss", "f1", "loss", "global_step"} <= set(block)  # the Estimator's keys too
+        assert block["loss"] == block["eval_loss"]
     labels = [e.label for e in get_processor("mrpc").get_dev_examples(glue_slices)]
     majority = max(labels.count("0"), labels.count("1")) / len(labels)
     assert majority < 0.7 and blocks[-1]["eval_accuracy"] >= 0.9
@@ -180,6 +181,7 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     assert best["pearson"] == pytest.approx(pearson, abs=1e-5)
     assert best["MSE"] == pytest.approx(mse, rel=1e-5)
     assert best["eval_loss"] == pytest.approx(mse, rel=1e-5)
+    assert best["loss"] == pytest.approx(mse, rel=1e-5)  # the original Estimator's key, the model's loss
 
 
 def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm_model, tmp_path, driver_errors):

@@ -177,7 +177,11 @@ def test_predictions_cover_every_question_and_recompute_the_accuracy(trained, se
     _, best_step, _ = (trained / "best_trial.txt").read_text().split(":")
     assert int(results["global_step"]) == int(best_step)  # predicted with model.ckpt-best
     assert sorted(results) == ["eval_accuracy", "eval_accuracy_high", "eval_accuracy_middle", "eval_loss",
-                               "global_step"]
+                               "global_step", "loss"]  # the original's Estimator keys: loss and global_step too
+    cross_entropy = np.mean([-np.log(p["probabilities"]["ABCD".index(gold[(p["id"], p["question_index"])][0])])
+                             for p in predictions(trained)])
+    assert float(results["loss"]) == pytest.approx(cross_entropy, rel=1e-4)
+    assert float(results["eval_loss"]) == pytest.approx(cross_entropy, rel=1e-4)
 
 
 def test_eval_only_rerun_evaluates_nothing_new_and_predict_only_rewrites_the_same(trained, setup):
