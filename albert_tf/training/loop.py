@@ -362,6 +362,7 @@ class Trainer:
                         f"{faults.op_error_reason(e)}: a file is damaged, or was written for other settings "
                         f"(--max_seq_length, --max_predictions_per_seq); "
                         f"{faults.resume_point(self.policy.last_intact())}") from e
+                first_call = self._first_loop
                 if self._first_loop:
                     self._first_loop = False
                     release_freed_memory()
@@ -371,7 +372,7 @@ class Trainer:
                         f"loss {float(out['last_loss'])} (or its gradient) is NaN/Inf at step {step}; training "
                         f"stopped. No checkpoint of this state was written; "
                         f"{faults.last_good_checkpoint(self.policy.last_intact())}")
-                interval.add(out)
+                interval.add(out, timed=not first_call)
                 stopped = bool(out["stopped"])
                 if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:
                     logs = reporter.log(interval, step)

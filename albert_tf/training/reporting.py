@@ -18,6 +18,8 @@ class Interval:
     start_step: int
     start_time: float
     steps: int = 0
+    timed_steps: int = 0  # the steps examples/s and the ETA are measured on
+    untimed_seconds: float = 0.0
     loss: float = 0.0
     grad_norm: float = 0.0
     metrics: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # name -> [num, den]
@@ -26,9 +28,16 @@ class Interval:
     def starting(cls, step: int, metric_names) -> "Interval":
         return cls(start_step=step, start_time=time.time(), metrics={name: [0.0, 0.0] for name in metric_names})
 
-    def add(self, out: Mapping[str, Any]) -> None:
-        """Adds the sums a ``train_steps`` call returned."""
+    def add(self, out: Mapping[str, Any], timed: bool = True) -> None:
+        """Adds the sums a ``train_steps`` call returned. ``timed=False`` for the first call of a
+        process: it traces and compiles the step, so its time is left out of examples/s and the ETA."""
         self.steps += int(out["steps"])
+        if timed:
+            self.timed_steps += int(out["steps"])
+        else:
+            now = time.time()
+            self.untimed_seconds += now - self.start_time
+            self.start_time = now
         self.loss += float(out["loss_sum"])
         self.grad_norm += float(out["grad_norm_sum"])
         for name, (num, den) in out["metrics"].items():
@@ -54,7 +63,10 @@ class Reporter:
     def log(self, interval: Interval, step: int) -> dict[str, float]:
         steps = max(interval.steps, 1)
         elapsed = max(time.time() - interval.start_time, 1e-9)
-        seconds_per_step = elapsed / steps
+        if interval.timed_steps:
+            seconds_per_step = elapsed / interval.timed_steps
+        else:  # only the first call so far: its start-up is all there is to go by
+            seconds_per_step = (elapsed + interval.untimed_seconds) / steps
         logs = {
             "loss": interval.loss / steps,
             "learning_rate": self.learning_rate(max(step - 1, 0)),  # the rate of the last update
