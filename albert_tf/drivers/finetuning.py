@@ -72,14 +72,15 @@ def define_length_flags() -> None:
 
 
 def stage_flag_problems(f: flags.FlagValues) -> list[str]:
-    """What is wrong with the flags of the stages the run asks for (``--do_train``: the training
-    flags; each stage's batch size), each problem naming the flag as typed; warns of a warmup
+    """What is wrong with the flags of the stages the run asks for (the training flags, in every
+    mode; each stage's batch size), each problem naming the flag as typed; warns of a warmup
     longer than training."""
     from albert_tf.training.flags import count_flag_problems, training_flag_problems, warn_if_warmup_outlasts_training
 
-    problems = []
+    # The training flags are checked in every mode: an eval or predict run builds the same loop (its batch
+    # and step settings) and optimizer, which refused a bad value only after the features were cached.
+    problems = training_flag_problems(f)
     if f.do_train:
-        problems += training_flag_problems(f)
         warn_if_warmup_outlasts_training(f)
     if "do_eval" in f and f.do_eval:
         problems += count_flag_problems(f, "eval_batch_size")

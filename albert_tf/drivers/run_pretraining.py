@@ -47,9 +47,10 @@ def _check_flags() -> None:
         raise ValueError("--do_train needs --input_file (TFRecords from create_pretraining_data.py)")
     if FLAGS.do_eval and not FLAGS.input_file:
         raise ValueError("--do_eval needs --input_file")
-    problems = []
+    # The training flags are checked in every mode: an eval-only run builds the same loop (its batch and
+    # step settings) and optimizer, which refused a bad value only after the records were read.
+    problems = training_flag_problems(FLAGS)
     if FLAGS.do_train:
-        problems += training_flag_problems(FLAGS)
         warn_if_warmup_outlasts_training(FLAGS)
     if FLAGS.do_eval:  # zero batches scored wrote NaN results
         problems += count_flag_problems(FLAGS, "eval_batch_size", "max_eval_steps")

@@ -222,6 +222,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "warmup negative": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=-5"],
         "save every 0": ["--task_name=MRPC", "--do_train", *base, "--save_checkpoints_steps=0"],
         "eval batch 0": ["--task_name=MRPC", "--do_eval", *base, "--eval_batch_size=0"],
+        # an eval-only run builds the same loop: refused by it after the dev split was cached
+        "eval-only train batch 0": ["--task_name=MRPC", "--do_eval", *base, "--train_batch_size=0",
+                                    f"--init_checkpoint={tmp_path / 'none'}"],
         "predict batch -1": ["--task_name=MRPC", "--do_predict", *base, "--predict_batch_size=-1"],
         # trained and ended well, none of them read
         "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
@@ -255,6 +258,7 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "warmup negative": "--warmup_step must be >= 0, got -5",
         "save every 0": "--save_checkpoints_steps must be >= 1, got 0",
         "eval batch 0": "--eval_batch_size must be >= 1, got 0",
+        "eval-only train batch 0": "--train_batch_size must be >= 1, got 0",
         "predict batch -1": "--predict_batch_size must be >= 1, got -1",
         "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
                         "token of text needs at least 3",

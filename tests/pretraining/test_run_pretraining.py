@@ -115,6 +115,11 @@ FLAG_ERRORS = {
     "eval_batch_0": (["--do_eval", "--eval_batch_size=0"], "--eval_batch_size must be >= 1, got 0"),
     "train_batch_0": (["--train_batch_size=0"], "--train_batch_size must be >= 1, got 0"),
     "warmup_negative": (["--num_warmup_steps=-1"], "--num_warmup_steps must be >= 0, got -1"),
+    # an eval-only run builds the same loop, which refused these after the records were read, naming its fields
+    "eval_only_train_batch_0": (["--nodo_train", "--do_eval", "--train_batch_size=0"],
+                                "--train_batch_size must be >= 1, got 0"),
+    "eval_only_save_every_0": (["--nodo_train", "--do_eval", "--save_checkpoints_steps=0"],
+                               "--save_checkpoints_steps must be >= 1, got 0"),
 }
 
 
