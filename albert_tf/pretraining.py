@@ -88,11 +88,14 @@ def pretraining_task(
     init_from_group0: bool = False,
     use_one_hot_embeddings: bool = False,
     masked_lm_budget: float = 0.0,
+    mask_id: int | None = None,
 ) -> Task:
     """The Task the shared Trainer runs for `run_pretraining.py`.
 
     ``masked_lm_budget > 0`` masks every example anew in the input pipeline with that
-    share of tokens (``albert_tf.pretraining_data.online_masking``); 0 uses the records' masks.
+    share of tokens (``albert_tf.pretraining_data.online_masking``), putting ``mask_id``
+    (the tokenizer's [MASK] id; None: read from the records' own masks) at masked positions;
+    0 uses the records' masks.
     """
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
@@ -102,13 +105,16 @@ def pretraining_task(
     if masked_lm_budget > 0:
         from albert_tf.pretraining_data.online_masking import tf_online_masking
 
-        remask = tf_online_masking(seed, masked_lm_budget, max_predictions_per_seq,
-                                   find_mask_id(input_file, max_seq_length, max_predictions_per_seq),
-                                   config.vocab_size)
+        check_token_boundary(input_file, max_seq_length, max_predictions_per_seq)
+        if mask_id is None:
+            mask_id = find_mask_id(input_file, max_seq_length, max_predictions_per_seq)
+        remask = tf_online_masking(seed, masked_lm_budget, max_predictions_per_seq, mask_id, config.vocab_size)
 
     def parse(serialized: tf.Tensor, stream_index: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
+        # token_boundary only for online masking, as the original read it: BERT-format records lack it.
         features = check_token_ids(
-            pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq),
+            pretraining_features.parse_example(serialized, max_seq_length, max_predictions_per_seq,
+                                               with_token_boundary=remask is not None),
             config.vocab_size)
         return features if remask is None else remask(features, stream_index)
 
@@ -169,9 +175,32 @@ def find_mask_id(input_file: str, max_seq_length: int, max_predictions_per_seq: 
     dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(records).map(
         lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
     mask_id = most_common_replacement(tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset)
+    if mask_id is None:
+        raise ValueError(
+            f"--masked_lm_budget: cannot tell the [MASK] id, as the first {records} records of "
+            f"--input_file={input_file} hold no masked positions (made with --masked_lm_prob=0?): give "
+            f"--spm_model_file (or --vocab_file), the tokenizer the records were made with")
     logging.info("online masking: [MASK] id %d (the most frequent replacement in the data's first %d records)",
                  mask_id, records)
     return mask_id
+
+
+def check_token_boundary(input_file: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Online masking draws whole words from each record's ``token_boundary``: one line, before any
+    work, when the first record has none (records from BERT's create_pretraining_data.py)."""
+    from albert_tf.data.input_pipeline import expand_file_patterns
+
+    first = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(1)
+    try:
+        for record in first:
+            pretraining_features.parse_example(record, max_seq_length, max_predictions_per_seq)
+    except tf.errors.InvalidArgumentError as e:
+        if "token_boundary" not in str(e):
+            raise
+        raise ValueError(f"--masked_lm_budget: online masking needs each record's token_boundary, which "
+                         f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): "
+                         f"make the records with this project's or ALBERT's tool, or train on their own masks "
+                         f"with --masked_lm_budget=0") from None
 
 
 def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str, tf.Tensor]:

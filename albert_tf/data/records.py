@@ -70,18 +70,20 @@ class RecordSchema:
         return tuple(name for name, _, length in self.features
                      if length == SEQUENCE or (isinstance(length, tuple) and length[-1] == SEQUENCE))
 
-    def parse_spec(self, **sizes: int) -> dict:
-        """``{name: tf.io.FixedLenFeature(shape, dtype)}`` for ``tf.io.parse_*example``."""
+    def parse_spec(self, skip: tuple[str, ...] = (), **sizes: int) -> dict:
+        """``{name: tf.io.FixedLenFeature(shape, dtype)}`` for ``tf.io.parse_*example`` (``skip``: features
+        left out, which the records then need not hold)."""
         import tensorflow as tf
 
         shapes = self.shapes(**sizes)
-        return {name: tf.io.FixedLenFeature(shapes[name], tf.as_dtype(dtype)) for name, dtype, _ in self.features}
+        return {name: tf.io.FixedLenFeature(shapes[name], tf.as_dtype(dtype)) for name, dtype, _ in self.features
+                if name not in skip}
 
-    def parse(self, serialized, **sizes: int) -> dict:
+    def parse(self, serialized, skip: tuple[str, ...] = (), **sizes: int) -> dict:
         """One serialized record (scalar string) or a batch ([B] strings) -> {name: tensor}."""
         import tensorflow as tf
 
-        spec = self.parse_spec(**sizes)
+        spec = self.parse_spec(skip, **sizes)
         if serialized.shape.rank == 0:
             parsed = tf.io.parse_single_example(serialized, spec)
         else:

@@ -36,6 +36,10 @@ flags.DEFINE_bool("init_from_group0", False, "Initialize every group from group_
 flags.DEFINE_float("masked_lm_budget", 0, "If > 0, online masking: every example is masked anew in the input "
                    "pipeline (fresh masks each epoch), with this share of tokens masked as "
                    "create_pretraining_data.py's --masked_lm_prob (0.15 = its statistics). 0: the records' masks.")
+flags.DEFINE_string("spm_model_file", None, "With --masked_lm_budget: the SentencePiece model the records were made "
+                    "with, for its [MASK] id (without it, the id is read from the records' own masks).")
+flags.DEFINE_string("vocab_file", None, "With --masked_lm_budget: the WordPiece vocab the records were made with, "
+                    "for its [MASK] id (as --spm_model_file).")
 define_flags(save_checkpoints_steps=5000)  # the original pretraining's interval
 REQUIRED = ("albert_config_file", "output_dir")
 
@@ -59,6 +63,26 @@ def _check_flags() -> None:
     if not 0 <= FLAGS.masked_lm_budget < 1:
         raise ValueError(f"--masked_lm_budget={FLAGS.masked_lm_budget}: expected a share of tokens in [0, 1) "
                          f"(0.15 as create_pretraining_data.py), or 0 for the records' own masks")
+    if not FLAGS.masked_lm_budget and (FLAGS.spm_model_file or FLAGS.vocab_file):
+        raise ValueError("--spm_model_file and --vocab_file give online masking its [MASK] id: they need "
+                         "--masked_lm_budget > 0 (with 0 the records' own masks are used)")
+
+
+def _online_mask_id(vocab_size: int) -> int | None:
+    """The [MASK] id of --spm_model_file / --vocab_file, or None to read it from the records."""
+    if not (FLAGS.spm_model_file or FLAGS.vocab_file):
+        return None
+    from albert_tf.tokenization import FullTokenizer
+
+    flag = "--spm_model_file" if FLAGS.spm_model_file else "--vocab_file"
+    tokenizer = FullTokenizer(vocab_file=FLAGS.vocab_file, spm_model_file=FLAGS.spm_model_file)
+    if "[MASK]" not in tokenizer.vocab:
+        raise ValueError(f"{flag}={FLAGS.spm_model_file or FLAGS.vocab_file} has no [MASK] token")
+    mask_id = tokenizer.vocab["[MASK]"]
+    if mask_id >= vocab_size:
+        raise ValueError(f"{flag}: its [MASK] id {mask_id} is outside vocab_size={vocab_size} of "
+                         f"--albert_config_file={FLAGS.albert_config_file}: not the tokenizer of this model")
+    return mask_id
 
 
 @reports_errors
@@ -97,7 +121,8 @@ def _train_and_evaluate(config, strategy) -> None:
         config, FLAGS.input_file, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
         FLAGS.train_batch_size, FLAGS.eval_batch_size, FLAGS.seed, FLAGS.init_checkpoint,
         FLAGS.init_from_group0, use_one_hot_embeddings=one_hot_embeddings(strategy),
-        masked_lm_budget=FLAGS.masked_lm_budget)
+        masked_lm_budget=FLAGS.masked_lm_budget,
+        mask_id=_online_mask_id(config.vocab_size) if FLAGS.masked_lm_budget else None)
 
     def optimizer_fn():
         return create_optimizer(FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,

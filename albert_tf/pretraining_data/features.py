@@ -69,14 +69,18 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     return SCHEMA.parse_spec(**_sizes(max_seq_length, max_predictions_per_seq))
 
 
-def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int) -> dict:
+def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int,
+                  with_token_boundary: bool = True) -> dict:
     """Parses one serialized Example (scalar string) or a batch ([B] strings).
 
     Returns {name: tensor}: int64 features cast to int32 (TPU/GPU friendly, as
     the original's input_fn did), masked_lm_weights float32. Shapes are
-    [length] for a scalar input, [B, length] for a batch.
+    [length] for a scalar input, [B, length] for a batch. ``with_token_boundary=False``
+    leaves ``token_boundary`` out, as the original's trainer did without online masking:
+    BERT-format records (no ``token_boundary``) then parse too.
     """
-    return SCHEMA.parse(serialized, **_sizes(max_seq_length, max_predictions_per_seq))
+    skip = () if with_token_boundary else ("token_boundary",)
+    return SCHEMA.parse(serialized, skip=skip, **_sizes(max_seq_length, max_predictions_per_seq))
 
 
 def padding(max_seq_length: int, max_predictions_per_seq: int) -> dict:

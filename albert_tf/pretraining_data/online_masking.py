@@ -98,9 +98,10 @@ def mask_example(
     return out_ids, positions, labels, weights
 
 
-def most_common_replacement(records: Iterable[dict]) -> int:
+def most_common_replacement(records: Iterable[dict]) -> int | None:
     """The [MASK] id of data made by create_pretraining_data.py: the id that replaces the
-    original token at masked positions far more often than any other (80% vs random ids)."""
+    original token at masked positions far more often than any other (80% vs random ids);
+    None when the records replace no token (made with --masked_lm_prob=0)."""
     counts: Counter = Counter()
     for record in records:
         real = np.asarray(record["masked_lm_weights"]) > 0
@@ -108,9 +109,7 @@ def most_common_replacement(records: Iterable[dict]) -> int:
         shown = np.asarray(record["input_ids"])[positions]
         replaced = shown[shown != np.asarray(record["masked_lm_ids"])[real]]
         counts.update(int(t) for t in replaced)
-    if not counts:
-        raise ValueError("cannot find the [MASK] id: the records hold no replaced masked positions")
-    return counts.most_common(1)[0][0]
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def tf_online_masking(seed: int, masked_lm_prob: float, max_predictions_per_seq: int, mask_id: int,

@@ -98,6 +98,7 @@ def test_online_masks_follow_the_offline_algorithm(records):
                 assert p - 1 in positions or p - 1 in (0, first_sep)  # a row may start mid-word
     # The originals under both masks are the same text: labels are the true tokens.
     np.testing.assert_array_equal(_originals(online), _originals(offline))
+    offline["token_boundary"] = online["token_boundary"]  # the same rows; read only for online masking
     got, expected = _statistics(online), _statistics(offline)
     assert abs(got["mask"] - 0.8) < 0.03 and abs(got["keep"] - 0.1) < 0.03 and abs(got["random"] - 0.1) < 0.03
     for key in expected:
@@ -165,3 +166,74 @@ def test_driver_trains_with_online_masking(records, tmp_path):
     assert set(online) == set(offline) and online
     worst = max(float(np.abs(online[k] - offline[k]).max()) for k in online)
     assert worst > 1e-4, worst
+
+
+def _rewrite(source, target, change):
+    """``target``: the records of ``source``, each tf.train.Example passed through ``change``."""
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for serialized in tf.data.TFRecordDataset(source):
+            example = tf.train.Example.FromString(serialized.numpy())
+            change(example)
+            writer.write(example.SerializeToString())
+    return str(target)
+
+
+def test_bert_format_records_train_on_their_own_masks(records, tmp_path):
+    """Records without token_boundary (BERT's create_pretraining_data.py) train as in the original,
+    which parsed token_boundary only for online masking; online masking refuses them in one line."""
+    bert = _rewrite(records, tmp_path / "bert.tfrecord", lambda e: e.features.feature.pop("token_boundary"))
+    task = pretraining_task(CONFIG, bert, SEQ, PRED, 8, 8, seed=5)
+    batch = next(iter(task.train_dataset_fn(TrainInputContext())))
+    assert "token_boundary" not in batch
+    # The same records read straight from the file: every feature the batch holds, row for row.
+    spec = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([PRED], tf.int64)}
+    rows = {tuple(tf.io.parse_single_example(r, spec)["input_ids"].numpy()): r
+            for r in tf.data.TFRecordDataset(bert)}
+    for ids in batch["input_ids"].numpy():
+        assert tuple(ids) in rows
+    with pytest.raises(ValueError, match=r"--masked_lm_budget: online masking needs each record's token_boundary"):
+        pretraining_task(CONFIG, bert, SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+
+
+def _unmasked(example):
+    """The record as create_pretraining_data.py --masked_lm_prob=0 writes it: original tokens, no masks."""
+    feature = example.features.feature
+    ids = list(feature["input_ids"].int64_list.value)
+    weights = feature["masked_lm_weights"].float_list.value
+    for position, label, weight in zip(feature["masked_lm_positions"].int64_list.value,
+                                       feature["masked_lm_ids"].int64_list.value, weights):
+        if weight > 0:
+            ids[position] = label
+    feature["input_ids"].int64_list.value[:] = ids
+    for name in ("masked_lm_positions", "masked_lm_ids"):
+        feature[name].int64_list.value[:] = [0] * PRED
+    feature["masked_lm_weights"].float_list.value[:] = [0.0] * PRED
+
+
+def test_records_without_masks_take_the_mask_id_from_the_tokenizer(records, tmp_path, shared):
+    """With no masks in the records the [MASK] id cannot be read from them: one line naming the flags;
+    the driver's --spm_model_file gives it, and online masking then writes that id."""
+    plain = _rewrite(records, tmp_path / "plain.tfrecord", _unmasked)
+    with pytest.raises(ValueError, match=r"hold no masked positions .*give --spm_model_file \(or --vocab_file\)"):
+        pretraining_task(CONFIG, plain, SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+    config = tmp_path / "albert_config.json"
+    config.write_text(CONFIG.to_json_string())
+    common = [sys.executable, os.path.join(REPO, "run_pretraining.py"), f"--albert_config_file={config}",
+              f"--input_file={plain}", f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+              "--train_batch_size=8", "--num_train_steps=1", "--num_warmup_steps=0", "--masked_lm_budget=0.15"]
+    spm = shared("data", "spm", "30k-clean.model")
+    done = subprocess.run([*common, f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={spm}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert os.path.exists(tmp_path / "out" / "model.ckpt-1.index")
+    refused = subprocess.run([*common, f"--output_dir={tmp_path / 'refused'}"], capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("run_pretraining.py: error: --masked_lm_budget: cannot tell the [MASK] id")
+    assert len(refused.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "refused")
+    # The re-masked batches show the given [MASK] id at 80% of the masked positions, as with masked records.
+    task = pretraining_task(CONFIG, plain, SEQ, PRED, 32, 32, seed=5, masked_lm_budget=0.15, mask_id=MASK_ID)
+    batches = [tf.nest.map_structure(lambda t: t.numpy(), b)
+               for b in task.train_dataset_fn(TrainInputContext()).take(6)]
+    assert abs(_statistics(_stack(batches))["mask"] - 0.8) < 0.05

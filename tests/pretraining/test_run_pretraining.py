@@ -118,6 +118,10 @@ FLAG_ERRORS = {
     # an eval-only run builds the same loop, which refused these after the records were read, naming its fields
     "eval_only_train_batch_0": (["--nodo_train", "--do_eval", "--train_batch_size=0"],
                                 "--train_batch_size must be >= 1, got 0"),
+    # the tokenizer only gives online masking its [MASK] id: ignored without it
+    "spm_without_budget": (["--spm_model_file=30k-clean.model"], "--spm_model_file and --vocab_file give online "
+                           "masking its [MASK] id: they need --masked_lm_budget > 0 (with 0 the records' own masks "
+                           "are used)"),
     "eval_only_save_every_0": (["--nodo_train", "--do_eval", "--save_checkpoints_steps=0"],
                                "--save_checkpoints_steps must be >= 1, got 0"),
 }
