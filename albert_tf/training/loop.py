@@ -100,6 +100,13 @@ class Task:
     train_data_fingerprint: int = 0
 
 
+def _is_original_checkpoint(checkpoint_path: str) -> bool:
+    """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
+    rather than by this loop (an object graph)."""
+    names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names and "global_step" in names
+
+
 @dataclasses.dataclass
 class TrainConfig:
     """Loop settings (the drivers map their flags onto these)."""
@@ -265,6 +272,24 @@ class Trainer:
         logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
         return latest
 
+    def _load_for_evaluation(self, checkpoint_path: str) -> None:
+        """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one of
+        the original's (TF1 Estimator names) through the weights' name table. Either way every model
+        weight must come from it: a weight left at its initial value would be scored silently."""
+        if _is_original_checkpoint(checkpoint_path):
+            from albert_tf.weights import load_checkpoint
+
+            load_checkpoint(self.model, checkpoint_path)
+            self.global_step.assign(int(tf.train.load_variable(checkpoint_path, "global_step")))
+            return
+        status = tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(checkpoint_path)
+        status.expect_partial()  # the optimizer's slots are not needed to evaluate (no warnings about them)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise ValueError(f"checkpoint {checkpoint_path} does not hold every weight of this model (was it "
+                             f"written for another config?): {str(e).splitlines()[0]}") from None
+
     def _all_weights_finite(self) -> bool:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))
 
@@ -318,6 +343,11 @@ class Trainer:
         cfg = self.config
         self._step_settings.check_batch_split()
         latest = self.policy.latest()
+        if latest is not None and _is_original_checkpoint(latest):
+            raise ValueError(
+                f"{latest} was written by the original (TF1) code, which this loop does not resume: continue "
+                f"from its weights with --init_checkpoint={latest} and a new --output_dir (the optimizer's "
+                f"moments and the step start over)")
         data_fingerprint = self.task.train_data_fingerprint
         to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology, data_fingerprint)
         dataset = self.task.train_dataset_fn(self._input_context(to_skip))
@@ -413,8 +443,7 @@ class Trainer:
         dataset = dataset_fn(self._input_context())
         self._ensure_built(dataset.element_spec)
         if checkpoint_path is not None:
-            tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(
-                checkpoint_path).expect_partial()
+            self._load_for_evaluation(checkpoint_path)
         if self._evaluator is None:
             self._evaluator = ExampleMeans(self.task.loss_fn, self.model, self._metric_kinds, self.strategy,
                                            self.worker.num_workers)
