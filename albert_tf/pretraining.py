@@ -7,6 +7,7 @@ import os
 import zlib
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
@@ -105,9 +106,9 @@ def pretraining_task(
     if masked_lm_budget > 0:
         from albert_tf.pretraining_data.online_masking import tf_online_masking
 
-        check_token_boundary(input_file, max_seq_length, max_predictions_per_seq)
+        first = first_records(input_file, max_seq_length, max_predictions_per_seq)
         if mask_id is None:
-            mask_id = find_mask_id(input_file, max_seq_length, max_predictions_per_seq)
+            mask_id = find_mask_id(input_file, first)
         remask = tf_online_masking(seed, masked_lm_budget, max_predictions_per_seq, mask_id, config.vocab_size)
 
     def parse(serialized: tf.Tensor, stream_index: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
@@ -165,42 +166,45 @@ def files_fingerprint(file_patterns: str | list[str]) -> int:
 VOCAB_MISMATCH = "token id out of range"
 
 
-def find_mask_id(input_file: str, max_seq_length: int, max_predictions_per_seq: int, records: int = 256) -> int:
-    """The [MASK] id of pretraining data, read from its first records (for online masking)."""
+def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq: int,
+                  count: int = 256) -> list[dict[str, np.ndarray]]:
+    """The first ``count`` records, parsed with ``token_boundary`` (what online masking checks before any
+    work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line."""
+    from albert_tf.training import faults
+
+    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(count).map(
+        lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
+    try:
+        return [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        if "token_boundary" in str(e):
+            raise ValueError(
+                f"--masked_lm_budget: online masking needs each record's token_boundary, which "
+                f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): make the "
+                f"records with this project's or ALBERT's tool, or train on their own masks with "
+                f"--masked_lm_budget=0") from None
+        if not faults.is_data_error(e):
+            raise
+        raise ValueError(f"reading --input_file={input_file} failed: {faults.op_error_reason(e)}: a file is "
+                         f"damaged, or was written for other settings (--max_seq_length, "
+                         f"--max_predictions_per_seq)") from None
+
+
+def find_mask_id(input_file: str, records: list[dict[str, np.ndarray]]) -> int:
+    """The [MASK] id of pretraining data, read from the masks of its first ``records``."""
     from absl import logging
 
     from albert_tf.pretraining_data.online_masking import most_common_replacement
-    from albert_tf.data.input_pipeline import expand_file_patterns
 
-    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(records).map(
-        lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
-    mask_id = most_common_replacement(tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset)
+    mask_id = most_common_replacement(records)
     if mask_id is None:
         raise ValueError(
-            f"--masked_lm_budget: cannot tell the [MASK] id, as the first {records} records of "
+            f"--masked_lm_budget: cannot tell the [MASK] id, as the first {len(records)} records of "
             f"--input_file={input_file} hold no masked positions (made with --masked_lm_prob=0?): give "
             f"--spm_model_file (or --vocab_file), the tokenizer the records were made with")
     logging.info("online masking: [MASK] id %d (the most frequent replacement in the data's first %d records)",
-                 mask_id, records)
+                 mask_id, len(records))
     return mask_id
-
-
-def check_token_boundary(input_file: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
-    """Online masking draws whole words from each record's ``token_boundary``: one line, before any
-    work, when the first record has none (records from BERT's create_pretraining_data.py)."""
-    from albert_tf.data.input_pipeline import expand_file_patterns
-
-    first = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(1)
-    try:
-        for record in first:
-            pretraining_features.parse_example(record, max_seq_length, max_predictions_per_seq)
-    except tf.errors.InvalidArgumentError as e:
-        if "token_boundary" not in str(e):
-            raise
-        raise ValueError(f"--masked_lm_budget: online masking needs each record's token_boundary, which "
-                         f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): "
-                         f"make the records with this project's or ALBERT's tool, or train on their own masks "
-                         f"with --masked_lm_budget=0") from None
 
 
 def check_token_ids(features: dict[str, tf.Tensor], vocab_size: int) -> dict[str, tf.Tensor]:

@@ -237,3 +237,16 @@ def test_records_without_masks_take_the_mask_id_from_the_tokenizer(records, tmp_
     batches = [tf.nest.map_structure(lambda t: t.numpy(), b)
                for b in task.train_dataset_fn(TrainInputContext()).take(6)]
     assert abs(_statistics(_stack(batches))["mask"] - 0.8) < 0.05
+
+
+def test_a_damaged_file_or_other_lengths_are_one_line_before_any_work(records, tmp_path):
+    """Online masking reads the first records before the loop: their read errors are the loop's one line."""
+    data = open(records, "rb").read()
+    truncated = tmp_path / "truncated.tfrecord"
+    truncated.write_bytes(data[:2000])  # a few records, then one cut short
+    with pytest.raises(ValueError, match=rf"^reading --input_file={truncated} failed: .*truncated record.*: a file "
+                                         r"is damaged, or was written for other settings \(--max_seq_length"):
+        pretraining_task(CONFIG, str(truncated), SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+    with pytest.raises(ValueError, match=rf"^reading --input_file={records} failed: .*: a file is damaged, or "
+                                         r"was written for other settings"):
+        pretraining_task(CONFIG, records, SEQ, PRED * 2, 8, 8, seed=5, masked_lm_budget=0.15)
