@@ -419,7 +419,7 @@ class Trainer:
                     message = (f"Stopped by {signals.received or 'a signal on another worker'} at step {step}; "
                                f"checkpoint {checkpoint_path} written. Rerun the same command to resume.")
                     logging.warning(message)
-                    raise TrainingInterrupted(message)
+                    raise TrainingInterrupted(message, signals.received)
         reporter.flush()
         return TrainResult(step, checkpoint_path, logs)
 

@@ -11,10 +11,13 @@ from absl import logging
 
 
 class TrainingInterrupted(SystemExit):
-    """Raised after SIGTERM/SIGINT once a checkpoint is written; exits the process with 0."""
+    """Raised after SIGTERM/SIGINT once a checkpoint is written. Exits with the shell's status of a process
+    that signal ended (128 + its number: 143, 130), as create_pretraining_data.py does: the run is not
+    done, so a script (`set -e`) must not go on to evaluate it, and a scheduler restarts it to resume.
+    ``signal_name`` None: another worker received it (this one stops with it, as after SIGTERM)."""
 
-    def __init__(self, message: str):
-        super().__init__(0)
+    def __init__(self, message: str, signal_name: str | None = None):
+        super().__init__(128 + int(signal.Signals[signal_name or "SIGTERM"]))
         self.message = message
 
     def __str__(self) -> str:
