@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -77,18 +78,35 @@ class Demo:
         process = subprocess.Popen([sys.executable, os.path.join(REPO, script), *args], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, cwd=self.out)
         lines = []
-        with open(log_path, "a", encoding="utf-8") as log:
-            summary = False  # inside the driver's closing summary (cli.closing_summary): shown whole
-            for line in process.stdout:
-                log.write(line)
-                lines.append(line)
-                summary = line.rstrip().endswith(": done") or (summary and line.startswith("  "))
-                if summary or _worth_showing(line):
-                    print("   " + _shorten(line.rstrip()), flush=True)
-        if process.wait() != 0:
+        try:
+            with open(log_path, "a", encoding="utf-8") as log:
+                summary = False  # inside the driver's closing summary (cli.closing_summary): shown whole
+                for line in process.stdout:
+                    log.write(line)
+                    lines.append(line)
+                    summary = line.rstrip().endswith(": done") or (summary and line.startswith("  "))
+                    if summary or _worth_showing(line):
+                        print("   " + _shorten(line.rstrip()), flush=True)
+            process.wait()
+        except KeyboardInterrupt:
+            self.interrupted(script, process, log_path)
+        if process.returncode != 0:
             print("".join(lines[-30:]), file=sys.stderr)
             raise SystemExit(f"demo step failed: {script} exited with {process.returncode} (log: {log_path})")
         return "".join(lines)
+
+    def interrupted(self, script: str, process: subprocess.Popen, log_path: str) -> None:
+        """Ctrl-C reached the driver too (one process group): it stops after its step, writing a checkpoint.
+        Waits for it, then ends the demo in one line with the status of a process SIGINT ended."""
+        print(f"\ndemo: interrupted; waiting for {script} to stop after its current step "
+              f"(Ctrl-C again aborts it at once)", file=sys.stderr, flush=True)
+        try:
+            process.wait()
+        except KeyboardInterrupt:  # the second Ctrl-C aborts the driver as well
+            process.wait()
+        print(f"demo: interrupted during {script}: the outputs so far are in {self.out} (its log: {log_path}); "
+              f"`make demo` again starts in a new folder", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signal.SIGINT)
 
 
 def _worth_showing(line: str) -> bool:
@@ -267,5 +285,14 @@ def _query_export(export_dir: str) -> str:
     return guesses
 
 
+def run() -> int:
+    """``main``, with Ctrl-C between the drivers (the demo's own steps) ended in one line, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("\ndemo: interrupted; the outputs so far stay in its folder", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

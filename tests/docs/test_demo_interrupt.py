@@ -1,0 +1,51 @@
+"""Ctrl-C during `make demo`: the running driver stops after its step, then the demo ends in one line with
+the status of a process SIGINT ended (130), not a KeyboardInterrupt traceback."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A stand-in driver: stops cleanly on the first SIGINT as the real ones do (a checkpoint, then 130).
+SLOW_DRIVER = textwrap.dedent("""
+    import signal, sys, time
+    stopped = []
+    signal.signal(signal.SIGINT, lambda *_: stopped.append(1))
+    print("step 1/100: loss = 1.0", flush=True)
+    while not stopped:
+        time.sleep(0.05)
+    time.sleep(0.5)  # finishing its step and writing a checkpoint
+    open("stopped-cleanly", "w").close()
+    sys.exit(130)
+""")
+
+def test_ctrl_c_waits_for_the_driver_and_ends_in_one_line(tmp_path):
+    (tmp_path / "slow_driver.py").write_text(SLOW_DRIVER)
+    script = tmp_path / "demo_step.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
+        from albert_tf import demo
+        demo.REPO = {str(tmp_path)!r}
+        runner = demo.Demo({str(tmp_path / "out")!r}, quick=True)
+        try:
+            runner.driver("slow_driver.py")
+        except KeyboardInterrupt:
+            sys.exit("KeyboardInterrupt escaped")
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)  # its own group: Ctrl-C reaches demo and driver
+    line = process.stdout.readline()
+    deadline = time.time() + 120
+    while "step 1/100" not in line and time.time() < deadline:
+        line = process.stdout.readline()
+    assert "step 1/100" in line, process.stderr.read()
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert (tmp_path / "out" / "stopped-cleanly").exists()  # the demo waited for the driver's own stop
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"demo: interrupted during slow_driver.py: the outputs so far are in {tmp_path / 'out'}")
