@@ -98,10 +98,11 @@ class BestCheckpointKeeper:
         try:
             files.copy_checkpoint(checkpoint_path, self.best_prefix)
         except (tf.errors.OpError, OSError) as e:
-            if not faults.is_disk_full(e):
+            reason = faults.disk_full_reason(e)
+            if reason is None:
                 raise
             raise faults.DiskFullError(
-                f"no space left on the device copying {checkpoint_path} to {self.best_prefix} (the best so far): "
+                f"{reason} copying {checkpoint_path} to {self.best_prefix} (the best so far): "
                 f"the previous best is unchanged; free space and rerun to evaluate again") from e
 
 
