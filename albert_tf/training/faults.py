@@ -113,7 +113,8 @@ def op_error_reason(err: BaseException) -> str:
                                                                      "File \"", "[[", "Error in user-defined",
                                                                      "<stack traces unavailable>"))]
     text = " ".join(kept) or message.strip().splitlines()[0]
-    return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]|\{\{[^}]*\}\}", "", text).strip()
+    # An eager op's error ends "[Op:<type>] name: <node name>": TensorFlow's, not the user's.
+    return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]( name:.*$)?|\{\{[^}]*\}\}", "", text).strip()
 
 
 def is_lost_peer(err: BaseException) -> bool:
