@@ -213,7 +213,9 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         staged = posixpath.join(posixpath.dirname(export_path), f"{unique}-export-{posixpath.basename(export_path)}")
         _export_remotely(module, export_path, staged, config_dir)
         return export_path
-    export_path = os.path.abspath(export_path)
+    # Through a symlink (a serving path pointing at a version folder): into its target, as the original's
+    # save into the path did; renaming the link aside would leave the target stale and a stray link.
+    export_path = os.path.realpath(export_path)
     tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
     os.makedirs(os.path.dirname(export_path), exist_ok=True)
     try:
@@ -230,8 +232,8 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
     finally:
         if not os.path.exists(export_path) and os.path.exists(old):
             os.replace(old, export_path)  # interrupted between the renames: the previous export goes back
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(tmp)
+        _remove(old)
         shutil.rmtree(config_dir, ignore_errors=True)
     return export_path
 
@@ -241,12 +243,22 @@ def _recover_killed_export(export_path: str) -> None:
     moved aside goes back when nothing replaced it; half-written new ones and superseded old ones go."""
     folder, name = os.path.split(export_path)
     left = re.compile(re.escape(name) + re.escape(TMP_MARK) + r"[0-9a-f]{32}-(export|old)")
-    found = sorted((os.path.join(folder, n) for n in os.listdir(folder) if left.fullmatch(n)), key=os.path.getmtime)
+    found = sorted((os.path.join(folder, n) for n in os.listdir(folder) if left.fullmatch(n)),
+                   key=lambda p: os.lstat(p).st_mtime)
     moved_aside = [p for p in found if p.endswith("-old")]
     if moved_aside and not os.path.exists(export_path):
         os.replace(moved_aside[-1], export_path)
         logging.warning("%s: put back the previous export, which a killed export had moved aside", export_path)
     for path in found:
-        if os.path.exists(path):
+        if os.path.lexists(path):
             logging.warning("Removing %s, left by a killed export", path)
-            shutil.rmtree(path, ignore_errors=True)
+            _remove(path)
+
+
+def _remove(path: str) -> None:
+    """Removes a folder this export wrote or moved aside; a symlink (an earlier version moved a linked
+    --export_path aside) is unlinked: rmtree refuses one, and its target is not ours."""
+    if os.path.islink(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)

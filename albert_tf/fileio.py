@@ -10,6 +10,7 @@ several files, are published by ``albert_tf.weights.files`` on top of this.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -59,7 +60,10 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     try:
         os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it
         yield tmp
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as e:  # the output's name, not the temporary's (a folder in the way)
+            raise OSError(e.errno, e.strerror, path) from e
     except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -117,11 +121,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
 def atomic_write_texts(texts: dict[str, str]) -> list[str]:
     """Writes files that belong together (``path -> text``, UTF-8) so that a kill or a full disk leaves
     either all of them or none replaced: every file is written whole under its temporary name before
-    the first rename. Returns the paths."""
+    the first rename, and a folder at any output's name is refused before any write (its rename would
+    fail after others were done). Returns the paths."""
+    paths = [os.fspath(path) for path in texts]
+    for path in paths:
+        if is_dir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
-        for path, text in texts.items():
+        for path, text in zip(paths, texts.values()):
             write_utf8(renames.enter_context(atomic_output(path)), text)
-    return [os.fspath(path) for path in texts]
+    return paths
 
 
 def give_umask_modes(folder: str) -> None:

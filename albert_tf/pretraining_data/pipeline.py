@@ -208,7 +208,8 @@ def _write_outputs(config: PipelineConfig, runner: Runner, scatter: ScatterFacts
 # Why an output cannot be written, by errno: the one line a user gets instead of "[Errno 28]".
 _WRITE_PROBLEMS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
                    errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                   errno.EPERM: "permission denied"}
+                   errno.EPERM: "permission denied",
+                   errno.EFBIG: "the file is larger than the file system allows"}
 
 
 def create_pretraining_data(config: PipelineConfig) -> dict:

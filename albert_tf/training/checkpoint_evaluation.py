@@ -64,9 +64,12 @@ class BestCheckpointKeeper:
                 f"and model.ckpt-best away to choose the best checkpoint again") from None
         return last_step, best_step, None if math.isnan(best) else best  # NaN: nothing best yet
 
-    def update(self, checkpoint_path: str, results: Mapping[str, Any]) -> bool:
+    def update(self, checkpoint_path: str, results: Mapping[str, Any],
+               before_recording: Callable[[float | None], None] | None = None) -> bool:
         """Records an evaluation; copies the checkpoint to ``model.ckpt-best`` if it is the
-        best so far.  Returns whether it was."""
+        best so far.  Returns whether it was. ``before_recording(best so far)`` runs (e.g. writes the
+        results) after the copy and before ``best_trial.txt`` marks the step evaluated: when it fails, a
+        rerun evaluates the step again (at worst a repeated results block, never a lost one)."""
         if self.metric not in results:
             raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
         value = float(results[self.metric])
@@ -85,6 +88,8 @@ class BestCheckpointKeeper:
             self._copy_to_best(checkpoint_path)
             best_step, best = step, value
             logging.info("New best %s = %s at step %d: copied to %s", self.metric, value, step, self.best_prefix)
+        if before_recording is not None:
+            before_recording(best)
         atomic_write_text(self.info_path, f"{step}:{best_step}:{float('nan') if best is None else best}")
         return better
 
@@ -93,10 +98,11 @@ class BestCheckpointKeeper:
         try:
             files.copy_checkpoint(checkpoint_path, self.best_prefix)
         except (tf.errors.OpError, OSError) as e:
-            if not faults.is_disk_full(e):
+            reason = faults.disk_full_reason(e)
+            if reason is None:
                 raise
             raise faults.DiskFullError(
-                f"no space left on the device copying {checkpoint_path} to {self.best_prefix} (the best so far): "
+                f"{reason} copying {checkpoint_path} to {self.best_prefix} (the best so far): "
                 f"the previous best is unchanged; free space and rerun to evaluate again") from e
 
 
@@ -183,6 +189,6 @@ class CheckpointEvaluator:
     def _record(self, path: str, results: Mapping[str, Any]) -> None:
         if not self.writes:
             return
-        self.keeper.update(path, results)
-        _, _, best = self.keeper.read()
-        write_eval_results(self.results_path, results, self.layout, best)
+        # eval_results.txt first: a failed write leaves the step unrecorded, so a rerun evaluates it again.
+        self.keeper.update(path, results,
+                           lambda best: write_eval_results(self.results_path, results, self.layout, best))

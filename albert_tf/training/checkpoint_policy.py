@@ -247,11 +247,12 @@ class CheckpointPolicy:
             if self.worker.is_chief and faults.is_lost_peer(e) and self.worker.num_workers > 1 \
                     and self.last_written != prefix and self.damage(prefix) is not None:
                 files.delete_checkpoint(prefix)  # a worker was lost before writing its part: no checkpoint
-            if not faults.is_disk_full(e):
+            reason = faults.disk_full_reason(e)
+            if reason is None:
                 raise
             if self.last_written != prefix:  # what was written of this one goes; the previous stays
                 files.delete_checkpoint(prefix)
-            raise faults.disk_full_error(prefix, self.size_estimate(), self.last_written) from e
+            raise faults.disk_full_error(prefix, self.size_estimate(), self.last_written, reason) from e
         self.last_written = prefix
         return prefix
 

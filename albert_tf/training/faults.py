@@ -27,14 +27,28 @@ class WorkerLostError(RunError):
 
 
 class DiskFullError(RunError):
-    """A checkpoint could not be written: no space left on the device."""
+    """A file could not be written: the storage is out of room (no space, a quota, a file size limit)."""
+
+
+# The storage is out of room: errno -> (what an OpError's text says, what our line says). A quota is the
+# usual "disk full" on shared clusters; a file size limit is FAT32/exFAT's 4 GiB or `ulimit -f`.
+_OUT_OF_ROOM = {errno.ENOSPC: ("No space left on device", "no space left on the device"),
+                errno.EDQUOT: ("Disk quota exceeded", "disk quota exceeded"),
+                errno.EFBIG: ("File too large", "file too large for the file system (or ulimit -f)")}
+
+
+def disk_full_reason(err: BaseException) -> str | None:
+    """Why the storage refused a write, on one line, when it is out of room; None for other errors."""
+    if isinstance(err, OSError) and err.errno in _OUT_OF_ROOM:
+        return _OUT_OF_ROOM[err.errno][1]
+    if not isinstance(err, (tf.errors.OpError, OSError)):
+        return None
+    message = getattr(err, "message", None) or str(err)
+    return next((reason for text, reason in _OUT_OF_ROOM.values() if text in message), None)
 
 
 def is_disk_full(err: BaseException) -> bool:
-    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
-        return True
-    message = getattr(err, "message", None) or str(err)
-    return isinstance(err, (tf.errors.OpError, OSError)) and "No space left on device" in message
+    return disk_full_reason(err) is not None
 
 
 def free_bytes(path: str) -> int | None:
@@ -47,11 +61,12 @@ def free_bytes(path: str) -> int | None:
         return None
 
 
-def disk_full_error(path: str, needed_bytes: int, previous: str | None) -> DiskFullError:
+def disk_full_error(path: str, needed_bytes: int, previous: str | None,
+                    reason: str = "no space left on the device") -> DiskFullError:
     free = free_bytes(os.path.dirname(path) or ".")
     have = "" if free is None else f", {_mib(free)} free"
     kept = f"{previous} is intact and a rerun resumes from it" if previous else "no earlier checkpoint"
-    return DiskFullError(f"no space left on the device writing checkpoint {path}: it needs about "
+    return DiskFullError(f"{reason} writing checkpoint {path}: it needs about "
                          f"{_mib(needed_bytes)} free{have}; {kept}")
 
 
@@ -98,7 +113,8 @@ def op_error_reason(err: BaseException) -> str:
                                                                      "File \"", "[[", "Error in user-defined",
                                                                      "<stack traces unavailable>"))]
     text = " ".join(kept) or message.strip().splitlines()[0]
-    return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]|\{\{[^}]*\}\}", "", text).strip()
+    # An eager op's error ends "[Op:<type>] name: <node name>": TensorFlow's, not the user's.
+    return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]( name:.*$)?|\{\{[^}]*\}\}", "", text).strip()
 
 
 def is_lost_peer(err: BaseException) -> bool:

@@ -370,7 +370,7 @@ class Trainer:
             self._first_loop = True
         reporter = Reporter(cfg.num_train_steps, cfg.train_batch_size,
                             lambda update: learning_rate_at(self.optimizer, update),
-                            LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None))
+                            LazySummaryWriter(cfg.output_dir if self.worker.is_chief else None, self.policy.last_intact))
         logs: dict[str, float] = {}
         interval = Interval.starting(step, self._metric_kinds)
         checkpoint_path = latest

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -316,14 +317,26 @@ def _json_text(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"  # as transformers writes config.json
 
 
+def _save_safetensors(tensors: dict[str, np.ndarray], tmp: str, path: str) -> None:
+    """``safetensors.numpy.save_file`` to ``tmp``; the storage's refusal (a full disk: its own error kind,
+    a traceback) is the OSError of any other output, naming ``path``."""
+    import safetensors.numpy
+
+    try:
+        safetensors.numpy.save_file(tensors, tmp, metadata=_METADATA)
+    except safetensors.SafetensorError as e:
+        code = re.search(r"\(os error (\d+)\)", str(e))  # "I/O error: No space left on device (os error 28)"
+        if code is None:
+            raise
+        raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), path) from e
+
+
 def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: Optional[str] = None,
                      do_lower_case: bool = True) -> str:
     """Writes `model` as a transformers folder for `architecture`: config.json,
     model.safetensors (float32) and, with `spm_model_file`, spiece.model and
     tokenizer_config.json. Everything is checked before the first file is
     written; each file is replaced atomically, config.json last."""
-    import safetensors.numpy
-
     from albert_tf.fileio import atomic_output, umask_mode, write_utf8
 
     refuse_another_layer_order(model.config, folder)
@@ -350,6 +363,6 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
             tf.io.gfile.copy(spm_model_file, renames.enter_context(atomic_output(_join(folder, SPM_FILE))),
                              overwrite=True)
         weights = renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE)))
-        safetensors.numpy.save_file(tensors, weights, metadata=_METADATA)
+        _save_safetensors(tensors, weights, _join(folder, WEIGHTS_FILE))
         os.chmod(weights, umask_mode())  # save_file puts a new file of mode 0600 in the temporary's place
     return folder

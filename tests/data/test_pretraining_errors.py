@@ -135,6 +135,7 @@ def test_cli_end_to_end_with_shards_without_tensorflow(tmp_path, shared, spm_mod
 
 @pytest.mark.parametrize("err,problem", [
     (OSError(28, "No space left on device"), "the disk is full"),  # what a full disk gives: no file name
+    (OSError(27, "File too large"), "the file is larger than the file system allows"),  # FAT32, ulimit -f
     (OSError(30, "Read-only file system", "OUT"), "the file system is read-only"),
 ])
 def test_unwritable_output_is_one_line_naming_the_path(tmp_path, spm_model, make_config, botchan_corpus,

@@ -420,3 +420,24 @@ def test_what_a_killed_export_left_is_put_back_or_removed(exported, tmp_path):
         holder.wait()
     assert (target / "saved_model.pb").read_bytes() == first
     shutil.rmtree(users)
+
+
+def test_a_symlinked_export_path_is_exported_through(exported, tmp_path):
+    """A serving path that links to a version folder: the export goes into the link's target (as the
+    original's save into the path did) and the link stays; it was renamed aside, a real folder took its
+    name, the target kept the old export and the moved link stayed forever (rmtree refuses a symlink)."""
+    from albert_tf import export
+
+    _, model, spm = exported
+    real = tmp_path / "real"
+    real.mkdir()
+    export.export_hub_module(model, str(real / "v1"), spm_model_file=spm, max_seq_length=SEQ)
+    first = (real / "v1" / "saved_model.pb").read_bytes()
+    (tmp_path / "latest").symlink_to("real/v1")
+    stray = real / f"v1.tmp-{'c' * 32}-old"  # what the earlier code left beside a linked path
+    stray.symlink_to("v1")
+    assert export.export_hub_module(model, str(tmp_path / "latest"), spm_model_file=spm, max_seq_length=SEQ,
+                                    serving_precision="bfloat16") == str(real / "v1")
+    assert os.readlink(tmp_path / "latest") == "real/v1"
+    assert (real / "v1" / "saved_model.pb").read_bytes() != first  # the bfloat16 graph, in the target
+    assert sorted(os.listdir(tmp_path)) == ["latest", "real"] and os.listdir(real) == ["v1"]

@@ -272,3 +272,26 @@ def test_a_resumed_run_does_not_score_the_checkpoint_saved_where_it_was_stopped(
     calls.clear()
     checkpoint_evaluation.CheckpointEvaluator(str(eval_only), evaluate, "accuracy", layout).evaluate_pending()
     assert calls == [10, 20, 25]
+
+
+def test_a_failed_eval_results_write_leaves_the_checkpoint_to_evaluate_again(tmp_path):
+    """eval_results.txt is written before best_trial.txt records the step: when that write fails (a folder
+    in the way, a full disk), the rerun evaluates the checkpoint again and its block is not lost."""
+    for step in (10, 20):
+        save(tmp_path, step, float(step))
+    layout = results.ResultsLayout(best_line=True, separator="---")
+
+    def evaluate(path):
+        return {"accuracy": files.step_of(path) / 100, "global_step": files.step_of(path)}
+
+    (tmp_path / "eval_results.txt").mkdir()  # the first block cannot be written
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
+    with pytest.raises(IsADirectoryError):
+        evaluator.evaluate_pending()
+    assert evaluator.keeper.read()[0] == -1  # step 10 is not marked as evaluated
+    (tmp_path / "eval_results.txt").rmdir()
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(str(tmp_path), evaluate, "accuracy", layout)
+    assert evaluator.evaluate_pending() == 2
+    assert (tmp_path / "eval_results.txt").read_text() == (
+        "accuracy = 0.1\nglobal_step = 10\nbest = 0.1\n---\naccuracy = 0.2\nglobal_step = 20\nbest = 0.2\n---\n")
+    assert (tmp_path / "best_trial.txt").read_text() == "20:20:0.2"

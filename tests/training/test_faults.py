@@ -1,6 +1,7 @@
 """Checkpoints that survive faults (issue 25): damaged or missing checkpoints, a process killed
 inside a save, a full disk, a second run into one folder and a lost worker.  Each rerun must end
 with the uninterrupted run's weights (the reference runs of conftest.py)."""
+import errno
 import logging as std_logging
 import os
 import shutil
@@ -115,6 +116,38 @@ def test_disk_full_while_saving(reference_dropout, toy, toy_data, tmp_path, monk
                                keep_checkpoint_max=2)
     assert trainer.train().global_step == 12
     same_weights(toy.weights_by_name(trainer.model), reference_dropout["weights"], atol=1e-6)
+
+
+@pytest.mark.parametrize("err,reason", [
+    (tf.errors.ResourceExhaustedError(None, None, "m.data; Disk quota exceeded"), "disk quota exceeded"),
+    (tf.errors.UnknownError(None, None, "m.data; File too large"), "file too large for the file system"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), "disk quota exceeded"),
+    (OSError(errno.EFBIG, "File too large"), "file too large for the file system"),
+])
+def test_a_quota_or_a_file_size_limit_while_saving_is_a_full_disk(tmp_path, monkeypatch, err, reason):
+    """EDQUOT (a cluster's quota) and EFBIG (FAT32's 4 GiB, ulimit -f) are the storage out of room, as
+    ENOSPC: one line saying which, what was written of the checkpoint removed, the previous one the resume
+    point (they were a raw TensorFlow error naming a temporary, and left the input position files)."""
+    policy = CheckpointPolicy(str(tmp_path), 4, 2, WorkerInfo(1, 0, True))
+    model = tf.train.Checkpoint(w=tf.Variable([1.0, 2.0]))
+    position = tf.train.Checkpoint(p=tf.Variable(3))
+    previous = policy.save(4, model, position)
+    write = tf.train.Checkpoint.write
+
+    def out_of_room(self, file_prefix, options=None):
+        path = write(self, file_prefix, options)
+        if "model.ckpt-8" in file_prefix and ".input-" not in file_prefix:
+            raise err
+        return path
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", out_of_room)
+    with pytest.raises(faults.DiskFullError) as raised:
+        policy.save(8, model, position)
+    message = str(raised.value)
+    assert message.startswith(f"{reason}") and str(tmp_path / "model.ckpt-8") in message and "\n" not in message
+    assert f"{previous} is intact and a rerun resumes from it" in message
+    assert sorted(p.name for p in tmp_path.glob("model.ckpt-8*")) == [] and not list(tmp_path.glob("*.tmp-*"))
+    assert faults.is_disk_full(OSError(errno.ENOSPC, "x")) and not faults.is_disk_full(OSError(errno.EACCES, "x"))
 
 
 def test_run_lock_holders(tmp_path, caplog):

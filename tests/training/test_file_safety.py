@@ -229,6 +229,25 @@ def test_files_that_belong_together_are_replaced_together(tmp_path):
     assert {_mode(p) for p in pair} == {umask_mode()}
 
 
+@pytest.mark.parametrize("blocked", [0, 1, 2])
+def test_a_folder_at_one_name_of_files_that_belong_together_replaces_none(tmp_path, blocked):
+    """A folder where one of SQuAD's three outputs goes: its rename would fail after the others were
+    replaced (they were). It is refused before any write, the error names it (not a temporary), and the
+    other files stay old."""
+    names = [tmp_path / "predictions.json", tmp_path / "nbest_predictions.json", tmp_path / "null_odds.json"]
+    for i, path in enumerate(names):
+        path.mkdir() if i == blocked else path.write_text("old")
+    with pytest.raises(IsADirectoryError) as raised:
+        atomic_write_texts({path: "new" for path in names})
+    assert raised.value.filename == str(names[blocked]) and ".tmp-" not in str(raised.value)
+    assert [p.read_text() for i, p in enumerate(names) if i != blocked] == ["old", "old"]
+    assert sorted(tmp_path.iterdir()) == sorted(names)  # no temporaries left
+    with pytest.raises(IsADirectoryError) as raised:  # one file: the output named, not its temporary
+        atomic_write_text(names[blocked], "new")
+    assert raised.value.filename == str(names[blocked]) and ".tmp-" not in str(raised.value)
+    assert sorted(tmp_path.iterdir()) == sorted(names)
+
+
 def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
     """``--output_dir=runs/exp[1]`` beside ``runs/exp1``: as a glob pattern the first matches the second.
     Start-up cleanup, saves, retention and the damage check of the ``exp[1]`` run must see only its own

@@ -303,6 +303,41 @@ def test_an_interrupted_write_leaves_no_file_and_the_rerun_writes_them_all(tmp_p
                                                         "tokenizer_config.json"]
 
 
+@pytest.mark.parametrize("fault", ["file_size_limit", "full_disk"])
+def test_storage_out_of_room_while_writing_the_weights_is_one_line_naming_them(tmp_path, monkeypatch, fault):
+    """safetensors raises its own SafetensorError (a 31-line traceback from convert_checkpoint): it is the
+    OSError of any other output, naming model.safetensors, and nothing is left in the folder. The file size
+    limit is real (ulimit -f: config.json fits, the weights do not); the full disk is safetensors' words."""
+    import resource
+    import signal
+
+    from albert_tf.cli import error_line
+
+    model = AlbertModel(AlbertConfig(**MULTI_GROUP))
+    model(model.dummy_inputs())
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    if fault == "full_disk":
+        def full(*args, **kwargs):
+            raise safetensors.SafetensorError("Error while serializing: I/O error: No space left on device "
+                                              "(os error 28)")
+        monkeypatch.setattr(safetensors.numpy, "save_file", full)
+    else:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, limits[1]))
+    try:
+        with pytest.raises(OSError) as raised:
+            save_hf_checkpoint(model, str(folder), "AlbertModel")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    want = {"file_size_limit": "[Errno 27] File too large", "full_disk": "[Errno 28] No space left on device"}
+    assert error_line(raised.value) == f"{want[fault]}: '{weights}'"
+    assert list(folder.iterdir()) == []
+
+
 # ---- bad input: one line naming the file (and tensor), nothing written ----
 
 def _bad_folder(tmp_path, hf_reference, name):
