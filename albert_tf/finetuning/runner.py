@@ -39,7 +39,7 @@ from albert_tf.training.results import EVAL_RESULTS_FILE
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
-from albert_tf.weights import files, fine_tuning_init, load_checkpoint
+from albert_tf.weights import checkpoint_step, files, fine_tuning_init, load_checkpoint
 
 
 @dataclasses.dataclass
@@ -98,14 +98,6 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
                      f"and --init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
 
 
-def weights_step(output_dir: str, weights: str, key_metric: str) -> int:
-    """The training step of ``weights`` (model.ckpt-best: the step it was copied from; 0 if unknown)."""
-    if absolute(weights) == os.path.join(output_dir, files.BEST_BASENAME):
-        _, best_step, _ = BestCheckpointKeeper(output_dir, key_metric).read()
-        return max(best_step, 0)
-    return int(files.step_of(weights) or 0)
-
-
 class _Runner:
     """One run of ``task`` as ``job`` says, on ``strategy``."""
 
@@ -160,7 +152,7 @@ class _Runner:
         runner = self.output_runner(model)
 
         def evaluate(checkpoint_path: str) -> dict[str, Any]:
-            step = int(files.step_of(checkpoint_path) or 0)
+            step = checkpoint_step(checkpoint_path)  # model.ckpt-best, --init_checkpoint: its global_step
             results = self.task.metrics(dev, self.gather(runner, dev, self.job.eval_batch_size), step)
             write_scalars(os.path.join(self.job.output_dir, "eval"), step,
                           {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
@@ -215,8 +207,7 @@ class _Runner:
     def predict(self, model, weights: str) -> dict[str, Any]:
         test = self.task.load_split("test")
         outputs = self.gather(self.output_runner(model), test, self.job.predict_batch_size)
-        context = PredictContext(weights, weights_step(self.job.output_dir, weights, self.task.key_metric),
-                                 selected=self.job.do_eval)
+        context = PredictContext(weights, checkpoint_step(weights), selected=self.job.do_eval)
         written = self.task.write_predictions(self.job.output_dir, test, outputs, context)
         logging.info("Predicted %d %s records with %s: %s", test.cached.num_records, self.task.name, weights,
                      ", ".join(f"{k}: {v}" for k, v in written.items()))

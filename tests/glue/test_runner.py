@@ -125,3 +125,25 @@ def test_eval_and_predict_from_init_checkpoint(task, job, tmp_path):
     assert probs.shape == (12, 2)
     # The checkpoint's head (output_bias = [7, 0]) was loaded, not a fresh one.
     assert np.all(probs[:, 0] > 0.99)
+
+
+def test_weights_named_without_a_step_report_the_step_they_hold(task, job, tmp_path, monkeypatch):
+    """An --init_checkpoint (or model.ckpt-best) whose name has no step: eval_results.txt, the eval
+    TensorBoard step and the predictions' step are the checkpoint's own global_step, as the original's
+    Estimator reported, not 0 (which reads as the untrained init)."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    source = str(tmp_path / "source" / "model.ckpt-best")
+    files.write_checkpoint_atomically(tf.train.Checkpoint(model=model, global_step=tf.Variable(13, dtype=tf.int64)),
+                                      source)
+    steps = []
+    write = GlueTask.write_predictions
+    monkeypatch.setattr(GlueTask, "write_predictions",
+                        lambda self, out, split, outputs, context: steps.append(context.step) or write(
+                            self, out, split, outputs, context))
+    job = dataclasses.replace(job, init_checkpoint=source, do_eval=True, do_predict=True)
+    produced = run(task, job, CPU)
+    assert "global_step = 13\n" in open(produced["eval_results"]).read()
+    assert steps == [13]
+    events = [event.step for path in tf.io.gfile.glob(os.path.join(job.output_dir, "eval", "events.*"))
+              for event in tf.compat.v1.train.summary_iterator(path) if event.summary.value]
+    assert events and set(events) == {13}
