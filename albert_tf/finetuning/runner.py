@@ -195,14 +195,28 @@ class _Runner:
         trainer.train()
         return trainer.model
 
-    def evaluate_without_training(self):
+    def evaluate_without_training(self) -> tuple[Any, bool]:
+        """(the model, whether anything was evaluated): the checkpoints not evaluated yet, else the
+        weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
         model = self.built_model()
         evaluator = self.checkpoint_evaluator(model)
         if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
-        else:
-            evaluator.evaluate_pending(eval_only=True)
-        return model
+            return model, True
+        if evaluator.evaluate_pending(eval_only=True):
+            return model, True
+        self.warn_nothing_evaluated(evaluator.keeper.read()[0])
+        return model, False
+
+    def warn_nothing_evaluated(self, last_step: int) -> None:
+        """An eval-only run must not end as if it had scored something: eval_results.txt holds only
+        earlier runs' blocks (e.g. MNLI's dev-matched ones when MisMNLI reuses MNLI's --output_dir)."""
+        out = self.job.output_dir
+        why = (f"every checkpoint in --output_dir={out} was evaluated already ({BEST_TRIAL_FILENAME}: up to step "
+               f"{last_step})" if last_step >= 0 else f"no checkpoint in --output_dir={out} has a step number")
+        logging.warning("Nothing evaluated: %s. To evaluate again (another task, dev file or --max_seq_length), "
+                        "give --init_checkpoint=%s and a new --output_dir.", why,
+                        os.path.join(out, files.BEST_BASENAME))
 
     def predict(self, model, weights: str) -> dict[str, Any]:
         test = self.task.load_split("test")
@@ -241,9 +255,10 @@ class _Runner:
             return produced  # other workers only help train; the chief writes every file
         if job.do_train:  # a train-only run (run_glue.sh's first) says where its checkpoints went too
             produced["checkpoint"] = files.latest_checkpoint(job.output_dir)
-        if job.do_eval and not job.do_train:  # with do_train, each checkpoint was evaluated as it was saved
-            model = self.evaluate_without_training()
-        if job.do_eval:
+        evaluated = job.do_eval  # with do_train, each checkpoint was evaluated as it was saved
+        if job.do_eval and not job.do_train:
+            model, evaluated = self.evaluate_without_training()
+        if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
         if job.do_predict or job.export_dir:
             weights = resolve_weights(job.output_dir, job.init_checkpoint)

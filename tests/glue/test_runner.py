@@ -147,3 +147,23 @@ def test_weights_named_without_a_step_report_the_step_they_hold(task, job, tmp_p
     events = [event.step for path in tf.io.gfile.glob(os.path.join(job.output_dir, "eval", "events.*"))
               for event in tf.compat.v1.train.summary_iterator(path) if event.summary.value]
     assert events and set(events) == {13}
+
+
+def test_eval_only_run_with_every_checkpoint_evaluated_says_so_and_names_no_results(task, job, caplog):
+    """MisMNLI in MNLI's --output_dir, or a --do_eval rerun: best_trial.txt says every checkpoint was
+    evaluated. The run must not end pointing at eval_results.txt (an earlier run's numbers) in silence."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):
+        _save(model, job.output_dir, step)
+    job = dataclasses.replace(job, do_eval=True)
+    first = run(task, job, CPU)
+    text = open(first["eval_results"]).read()
+    assert text.count("=" * 50) == 2
+    with caplog.at_level("WARNING"):
+        again = run(task, job, CPU)
+    assert "eval_results" not in again
+    assert open(first["eval_results"]).read() == text
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "evaluat" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "every checkpoint in --output_dir" in warnings[0] and "up to step 20" in warnings[0]
+    assert f"--init_checkpoint={os.path.join(job.output_dir, 'model.ckpt-best')}" in warnings[0]
