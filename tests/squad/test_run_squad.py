@@ -37,6 +37,14 @@ def _summary_block(stdout: str, name: str) -> list[str]:
     return block
 
 
+def _summary_line(stdout: str, name: str) -> str | None:
+    """The value of ``  name: value`` in the driver's closing summary (None when it is not there)."""
+    for line in stdout[stdout.index("run_squad.py: done"):].splitlines():
+        if line.startswith(f"  {name}: "):
+            return line.split(": ", 1)[1]
+    return None
+
+
 @pytest.fixture
 def common(shared, tmp_path):
     config = tmp_path / "albert_config.json"
@@ -101,6 +109,7 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     assert "Predicting with loaded" in from_init.stderr and fine_tuned in from_init.stderr
     assert not list(elsewhere.glob("model.ckpt*"))
     assert json.loads((elsewhere / "predictions.json").read_text()) == predictions
+    assert _summary_line(from_init.stdout, "eval_results") == str(elsewhere / "eval_results.txt")
     text = (elsewhere / "eval_results.txt").read_text()
     assert text.startswith(earlier) and text.endswith("=" * 50 + "\n") and text.count("=" * 50) == 2
     assert float(text[len(earlier):].split("\nf1 = ")[1].split("\n")[0]) == pytest.approx(max(f1s), abs=1e-9)
