@@ -156,7 +156,7 @@ class _Runner:
             results = self.task.metrics(dev, self.gather(runner, dev, self.job.eval_batch_size), step)
             write_scalars(os.path.join(self.job.output_dir, "eval"), step,
                           {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
-                           and isinstance(v, (int, float))})
+                           and isinstance(v, (int, float, np.number))})
             logging.info("Eval results at step %d: %s", step,
                          ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
             return results

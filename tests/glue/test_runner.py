@@ -167,3 +167,24 @@ def test_eval_only_run_with_every_checkpoint_evaluated_says_so_and_names_no_resu
     assert len(warnings) == 1
     assert "every checkpoint in --output_dir" in warnings[0] and "up to step 20" in warnings[0]
     assert f"--init_checkpoint={os.path.join(job.output_dir, 'model.ckpt-best')}" in warnings[0]
+
+
+def test_result_files_print_float32_as_the_original(task, job):
+    """The original's Estimator metrics were float32 and eval_results.txt / best_trial.txt printed
+    str(np.float32): 0.6935212, not 0.6935211869329214. Two checkpoints with the same weights score the
+    same: the first stays the best (compared as written, nothing rounds a tie into a win)."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):  # the same weights under both names
+        prefix = files.checkpoint_prefix(job.output_dir, step)
+        files.write_checkpoint_atomically(tf.train.Checkpoint(model=model), prefix)
+        files.update_state_file(job.output_dir, prefix, keep_checkpoint_max=0)
+    produced = run(task, dataclasses.replace(job, do_eval=True), CPU)
+    blocks = [dict(line.split(" = ") for line in block.splitlines())
+              for block in open(produced["eval_results"]).read().split("=" * 50 + "\n")[:-1]]
+    assert len(blocks) == 2 and blocks[0] == blocks[1] | {"global_step": "10"}
+    for key, text in blocks[0].items():
+        if key not in ("global_step", "num_examples"):
+            assert text == str(np.float32(text)), (key, text)
+    last, best_step, best = open(os.path.join(job.output_dir, "best_trial.txt")).read().split(":")
+    assert (last, best_step, best) == ("20", "10", blocks[0]["eval_accuracy"])
+    assert blocks[1]["best"] == blocks[0]["eval_accuracy"]

@@ -272,3 +272,19 @@ def test_a_resumed_run_does_not_score_the_checkpoint_saved_where_it_was_stopped(
     calls.clear()
     checkpoint_evaluation.CheckpointEvaluator(str(eval_only), evaluate, "accuracy", layout).evaluate_pending()
     assert calls == [10, 20, 25]
+
+
+def test_best_is_compared_as_written_so_a_float32_tie_is_no_win(tmp_path):
+    """float32 metrics are written as str(np.float32) (0.1, the original's form); the next checkpoint's
+    value is compared with that text's number, so an equal float32 value (0.10000000149 as float64)
+    does not beat it."""
+    from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper
+
+    for step in (10, 20):
+        tf.train.Checkpoint(w=tf.Variable([float(step)])).write(str(tmp_path / f"model.ckpt-{step}"))
+    keeper = BestCheckpointKeeper(str(tmp_path), "eval_accuracy")
+    assert keeper.update(str(tmp_path / "model.ckpt-10"), {"eval_accuracy": np.float32(0.1)})
+    assert (tmp_path / "best_trial.txt").read_text() == "10:10:0.1"
+    assert not keeper.update(str(tmp_path / "model.ckpt-20"), {"eval_accuracy": np.float32(0.1)})
+    assert (tmp_path / "best_trial.txt").read_text() == "20:10:0.1"
+    assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 10.0
