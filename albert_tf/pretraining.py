@@ -17,7 +17,7 @@ from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.data.input_pipeline import expand_file_patterns, make_tfrecord_dataset
 from albert_tf.training.loop import Task, Trainer
-from albert_tf.training.results import ResultsLayout
+from albert_tf.training.results import ResultsLayout, as_float32
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss")
@@ -241,7 +241,8 @@ def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> Checkp
     chief writes eval_results.txt, best_trial.txt and model.ckpt-best)."""
 
     def evaluate(checkpoint_path: str) -> dict[str, Any]:
-        results = eval_summary(trainer.evaluate(max_eval_steps, checkpoint_path=checkpoint_path))
+        # float32, as the original's Estimator metrics: eval_results.txt prints them as it did
+        results = as_float32(eval_summary(trainer.evaluate(max_eval_steps, checkpoint_path=checkpoint_path)))
         print(f"eval {os.path.basename(checkpoint_path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
         return results
 

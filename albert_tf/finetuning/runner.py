@@ -39,7 +39,7 @@ from albert_tf.training.results import EVAL_RESULTS_FILE
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
-from albert_tf.weights import files, fine_tuning_init, load_checkpoint
+from albert_tf.weights import checkpoint_step, files, fine_tuning_init, load_checkpoint
 
 
 @dataclasses.dataclass
@@ -98,14 +98,6 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
                      f"and --init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
 
 
-def weights_step(output_dir: str, weights: str, key_metric: str) -> int:
-    """The training step of ``weights`` (model.ckpt-best: the step it was copied from; 0 if unknown)."""
-    if absolute(weights) == os.path.join(output_dir, files.BEST_BASENAME):
-        _, best_step, _ = BestCheckpointKeeper(output_dir, key_metric).read()
-        return max(best_step, 0)
-    return int(files.step_of(weights) or 0)
-
-
 class _Runner:
     """One run of ``task`` as ``job`` says, on ``strategy``."""
 
@@ -160,11 +152,11 @@ class _Runner:
         runner = self.output_runner(model)
 
         def evaluate(checkpoint_path: str) -> dict[str, Any]:
-            step = int(files.step_of(checkpoint_path) or 0)
+            step = checkpoint_step(checkpoint_path)  # model.ckpt-best, --init_checkpoint: its global_step
             results = self.task.metrics(dev, self.gather(runner, dev, self.job.eval_batch_size), step)
             write_scalars(os.path.join(self.job.output_dir, "eval"), step,
                           {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
-                           and isinstance(v, (int, float))})
+                           and isinstance(v, (int, float, np.number))})
             logging.info("Eval results at step %d: %s", step,
                          ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
             return results
@@ -203,20 +195,33 @@ class _Runner:
         trainer.train()
         return trainer.model
 
-    def evaluate_without_training(self):
+    def evaluate_without_training(self) -> tuple[Any, bool]:
+        """(the model, whether anything was evaluated): the checkpoints not evaluated yet, else the
+        weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
         model = self.built_model()
         evaluator = self.checkpoint_evaluator(model)
         if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
-        else:
-            evaluator.evaluate_pending(eval_only=True)
-        return model
+            return model, True
+        if evaluator.evaluate_pending(eval_only=True):
+            return model, True
+        self.warn_nothing_evaluated(evaluator.keeper.read()[0])
+        return model, False
+
+    def warn_nothing_evaluated(self, last_step: int) -> None:
+        """An eval-only run must not end as if it had scored something: eval_results.txt holds only
+        earlier runs' blocks (e.g. MNLI's dev-matched ones when MisMNLI reuses MNLI's --output_dir)."""
+        out = self.job.output_dir
+        why = (f"every checkpoint in --output_dir={out} was evaluated already ({BEST_TRIAL_FILENAME}: up to step "
+               f"{last_step})" if last_step >= 0 else f"no checkpoint in --output_dir={out} has a step number")
+        logging.warning("Nothing evaluated: %s. To evaluate again (another task, dev file or --max_seq_length), "
+                        "give --init_checkpoint=%s and a new --output_dir.", why,
+                        os.path.join(out, files.BEST_BASENAME))
 
     def predict(self, model, weights: str) -> dict[str, Any]:
         test = self.task.load_split("test")
         outputs = self.gather(self.output_runner(model), test, self.job.predict_batch_size)
-        context = PredictContext(weights, weights_step(self.job.output_dir, weights, self.task.key_metric),
-                                 selected=self.job.do_eval)
+        context = PredictContext(weights, checkpoint_step(weights), selected=self.job.do_eval)
         written = self.task.write_predictions(self.job.output_dir, test, outputs, context)
         logging.info("Predicted %d %s records with %s: %s", test.cached.num_records, self.task.name, weights,
                      ", ".join(f"{k}: {v}" for k, v in written.items()))
@@ -250,9 +255,10 @@ class _Runner:
             return produced  # other workers only help train; the chief writes every file
         if job.do_train:  # a train-only run (run_glue.sh's first) says where its checkpoints went too
             produced["checkpoint"] = files.latest_checkpoint(job.output_dir)
-        if job.do_eval and not job.do_train:  # with do_train, each checkpoint was evaluated as it was saved
-            model = self.evaluate_without_training()
-        if job.do_eval:
+        evaluated = job.do_eval  # with do_train, each checkpoint was evaluated as it was saved
+        if job.do_eval and not job.do_train:
+            model, evaluated = self.evaluate_without_training()
+        if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
         if job.do_predict or job.export_dir:
             weights = resolve_weights(job.output_dir, job.init_checkpoint)

@@ -23,7 +23,7 @@ import tensorflow as tf
 from albert_tf.data.feature_cache import CachedSplit
 from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.keras import keras
-from albert_tf.training.results import ResultsLayout
+from albert_tf.training.results import ResultsLayout, as_float32
 
 SPLITS = ("train", "dev", "test")
 
@@ -31,8 +31,9 @@ SPLITS = ("train", "dev", "test")
 def with_estimator_keys(results: dict[str, Any], step: int) -> dict[str, Any]:
     """``results`` plus the keys the original's Estimator added to every evaluation: ``global_step``
     and ``loss`` (the model's loss, here ``eval_loss``: its mean over every example evaluated,
-    where the Estimator averaged batch means, which depends on how the set is cut into batches)."""
-    return {**results, "loss": results["eval_loss"], "global_step": step}
+    where the Estimator averaged batch means, which depends on how the set is cut into batches).
+    Floats are float32, as the Estimator's: the result files print them as the original did."""
+    return as_float32({**results, "loss": results["eval_loss"], "global_step": step})
 
 
 @dataclasses.dataclass(frozen=True)

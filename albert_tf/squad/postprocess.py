@@ -218,11 +218,14 @@ def write_prediction_files(output_dir: str, result: SquadPredictions) -> list[st
 
 
 TUNED_KEYS = ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh", "original_exact", "original_f1")
-# eval_results.txt: the evaluator's keys in its order (the original's); for 2.0 the
-# thresholds tuned on the evaluated data come last under a comment saying so.
+# eval_results.txt of a run that scores no checkpoint (one set of weights answers once): the
+# evaluator's keys in its order (the original's); for 2.0 the thresholds tuned on the evaluated data
+# come last under a comment saying so. Each run adds a block closed by a rule, as every other
+# eval_results.txt: a second run (another --null_score_diff_threshold) keeps the first's scores.
 _TUNED_COMMENT = ("# tuned on this data (optimistic): the best null threshold chosen on the questions it is "
                   "scored on; use --null_score_diff_threshold for new data")
-RESULTS_LAYOUT = ResultsLayout(sort_keys=False, append=False, tuned_keys=TUNED_KEYS, tuned_comment=_TUNED_COMMENT)
+RESULTS_LAYOUT = ResultsLayout(sort_keys=False, separator="=" * 50, tuned_keys=TUNED_KEYS,
+                               tuned_comment=_TUNED_COMMENT)
 
 
 def key_metric(version_2: bool) -> str:

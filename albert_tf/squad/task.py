@@ -202,6 +202,7 @@ class SquadTask(FineTuningTask):
                 atomic_write_text(results, (read_text(results) or "") + block)
             else:
                 write_eval_results(results, metrics, postprocess.RESULTS_LAYOUT)
+            written["eval_results"] = results  # the summary names it in either mode
             written["metrics"] = metrics
         return written
 

@@ -18,7 +18,8 @@ from absl import logging
 from albert_tf.errors import RunError
 from albert_tf.fileio import atomic_write_text
 from albert_tf.training import faults
-from albert_tf.training.results import EVAL_RESULTS_FILE, ResultsLayout, read_run_text, write_eval_results
+from albert_tf.training.results import (EVAL_RESULTS_FILE, ResultsLayout, format_value, read_run_text,
+                                       write_eval_results)
 from albert_tf.weights import files
 
 BEST_TRIAL_FILENAME = "best_trial.txt"
@@ -72,7 +73,9 @@ class BestCheckpointKeeper:
         rerun evaluates the step again (at worst a repeated results block, never a lost one)."""
         if self.metric not in results:
             raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
-        value = float(results[self.metric])
+        # The value as written (float32 metrics print as the original's str(np.float32)): best_trial.txt's
+        # best is compared with the next checkpoint's as both were written, so equal values stay equal.
+        value = float(format_value(results[self.metric]))
         step = files.step_of(checkpoint_path)
         step = -1 if step is None else step
         _, best_step, best = self.read()

@@ -56,6 +56,13 @@ def format_value(value) -> str:
     return str(value)
 
 
+def as_float32(results: Mapping[str, object]) -> dict[str, object]:
+    """``results`` with each float as ``np.float32``, the type of the original Estimator's metrics, so
+    that they print as its eval_results.txt did (``format_value``); the extra float64 digits are below
+    the precision of the float32 model outputs. Integers (``global_step``) stay as they are."""
+    return {k: np.float32(v) if isinstance(v, (float, np.floating)) else v for k, v in results.items()}
+
+
 def format_eval_results(results: Mapping[str, object], layout: ResultsLayout, best: float | None = None) -> str:
     """One block of ``key = value`` lines as ``layout`` says."""
     keys = [k for k in results if k not in layout.tuned_keys]

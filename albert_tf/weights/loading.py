@@ -52,6 +52,26 @@ def resolve_checkpoint(path: str) -> str:
     return prefix
 
 
+# Where a checkpoint keeps its training step: ours (tf.train.Checkpoint's root), a TF1 Estimator's.
+STEP_VARIABLES = ("global_step" + _VALUE_SUFFIX, "global_step")
+
+
+def checkpoint_step(path: str) -> int:
+    """The training step of the weights at ``path``: what its name ``model.ckpt-<step>`` says, else its
+    own ``global_step`` (``model.ckpt-best``, an --init_checkpoint under another name); 0 only when it
+    has none (a pretrained release, a Hugging Face folder), as the original's Estimator reported."""
+    step = files.step_of(path)
+    if step is not None:
+        return step
+    if hf.is_hf_checkpoint(path):
+        return 0
+    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
+    for name in STEP_VARIABLES:
+        if reader.has_tensor(name):
+            return int(reader.get_tensor(name))
+    return 0
+
+
 def _find_checkpoint(path: str) -> str:
     if tf.io.gfile.isdir(path):
         latest = files.latest_checkpoint(path)  # the state file's, else the newest on disk

@@ -125,3 +125,66 @@ def test_eval_and_predict_from_init_checkpoint(task, job, tmp_path):
     assert probs.shape == (12, 2)
     # The checkpoint's head (output_bias = [7, 0]) was loaded, not a fresh one.
     assert np.all(probs[:, 0] > 0.99)
+
+
+def test_weights_named_without_a_step_report_the_step_they_hold(task, job, tmp_path, monkeypatch):
+    """An --init_checkpoint (or model.ckpt-best) whose name has no step: eval_results.txt, the eval
+    TensorBoard step and the predictions' step are the checkpoint's own global_step, as the original's
+    Estimator reported, not 0 (which reads as the untrained init)."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    source = str(tmp_path / "source" / "model.ckpt-best")
+    files.write_checkpoint_atomically(tf.train.Checkpoint(model=model, global_step=tf.Variable(13, dtype=tf.int64)),
+                                      source)
+    steps = []
+    write = GlueTask.write_predictions
+    monkeypatch.setattr(GlueTask, "write_predictions",
+                        lambda self, out, split, outputs, context: steps.append(context.step) or write(
+                            self, out, split, outputs, context))
+    job = dataclasses.replace(job, init_checkpoint=source, do_eval=True, do_predict=True)
+    produced = run(task, job, CPU)
+    assert "global_step = 13\n" in open(produced["eval_results"]).read()
+    assert steps == [13]
+    events = [event.step for path in tf.io.gfile.glob(os.path.join(job.output_dir, "eval", "events.*"))
+              for event in tf.compat.v1.train.summary_iterator(path) if event.summary.value]
+    assert events and set(events) == {13}
+
+
+def test_eval_only_run_with_every_checkpoint_evaluated_says_so_and_names_no_results(task, job, caplog):
+    """MisMNLI in MNLI's --output_dir, or a --do_eval rerun: best_trial.txt says every checkpoint was
+    evaluated. The run must not end pointing at eval_results.txt (an earlier run's numbers) in silence."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):
+        _save(model, job.output_dir, step)
+    job = dataclasses.replace(job, do_eval=True)
+    first = run(task, job, CPU)
+    text = open(first["eval_results"]).read()
+    assert text.count("=" * 50) == 2
+    with caplog.at_level("WARNING"):
+        again = run(task, job, CPU)
+    assert "eval_results" not in again
+    assert open(first["eval_results"]).read() == text
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "evaluat" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "every checkpoint in --output_dir" in warnings[0] and "up to step 20" in warnings[0]
+    assert f"--init_checkpoint={os.path.join(job.output_dir, 'model.ckpt-best')}" in warnings[0]
+
+
+def test_result_files_print_float32_as_the_original(task, job):
+    """The original's Estimator metrics were float32 and eval_results.txt / best_trial.txt printed
+    str(np.float32): 0.6935212, not 0.6935211869329214. Two checkpoints with the same weights score the
+    same: the first stays the best (compared as written, nothing rounds a tie into a win)."""
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):  # the same weights under both names
+        prefix = files.checkpoint_prefix(job.output_dir, step)
+        files.write_checkpoint_atomically(tf.train.Checkpoint(model=model), prefix)
+        files.update_state_file(job.output_dir, prefix, keep_checkpoint_max=0)
+    produced = run(task, dataclasses.replace(job, do_eval=True), CPU)
+    blocks = [dict(line.split(" = ") for line in block.splitlines())
+              for block in open(produced["eval_results"]).read().split("=" * 50 + "\n")[:-1]]
+    assert len(blocks) == 2 and blocks[0] == blocks[1] | {"global_step": "10"}
+    for key, text in blocks[0].items():
+        if key not in ("global_step", "num_examples"):
+            assert text == str(np.float32(text)), (key, text)
+    last, best_step, best = open(os.path.join(job.output_dir, "best_trial.txt")).read().split(":")
+    assert (last, best_step, best) == ("20", "10", blocks[0]["eval_accuracy"])
+    assert blocks[1]["best"] == blocks[0]["eval_accuracy"]

@@ -66,8 +66,10 @@ def test_pretraining_learns_and_evaluates(data, tmp_path):
     print(f"loss at step 10: {first:.3f}, at step 200: {last:.3f}")
     assert last < first - 2.0, losses  # the tiny model learns the frequent pieces quickly
     results = dict(line.split(" = ") for line in open(os.path.join(out, "eval_results.txt")).read().splitlines())
-    for key in ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss"):
-        assert key in results
+    for key in ("loss", "masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss"):
+        assert results[key] == str(np.float32(results[key])), key  # the original's float32 print, not 16 digits
+    best = open(os.path.join(out, "best_trial.txt")).read().split(":")[2]
+    assert best == str(np.float32(best))
     assert os.path.exists(os.path.join(out, "model.ckpt-best.index"))
     assert tf.train.latest_checkpoint(out).endswith("model.ckpt-200")
 

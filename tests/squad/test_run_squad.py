@@ -37,6 +37,14 @@ def _summary_block(stdout: str, name: str) -> list[str]:
     return block
 
 
+def _summary_line(stdout: str, name: str) -> str | None:
+    """The value of ``  name: value`` in the driver's closing summary (None when it is not there)."""
+    for line in stdout[stdout.index("run_squad.py: done"):].splitlines():
+        if line.startswith(f"  {name}: "):
+            return line.split(": ", 1)[1]
+    return None
+
+
 @pytest.fixture
 def common(shared, tmp_path):
     config = tmp_path / "albert_config.json"
@@ -90,6 +98,9 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     # Predict-only into an empty output_dir: the weights come from --init_checkpoint.
     fine_tuned = str(out_dir / "model.ckpt-best")  # what the predictions above came from
     elsewhere = tmp_path / "from_init"
+    elsewhere.mkdir()
+    earlier = "exact_match = 1.0\nf1 = 2.0\n" + "=" * 50 + "\n"  # an earlier run's block: kept, as the README says
+    (elsewhere / "eval_results.txt").write_text(earlier)
     from_init = _run([*common, *SMALL, f"--output_dir={elsewhere}", "--do_predict",
                       f"--init_checkpoint={fine_tuned}",
                       f"--predict_feature_file={out_dir / 'predict.tf_record'}",
@@ -98,6 +109,10 @@ def test_v1_train_predict_then_predict_only(common, shared, tmp_path):
     assert "Predicting with loaded" in from_init.stderr and fine_tuned in from_init.stderr
     assert not list(elsewhere.glob("model.ckpt*"))
     assert json.loads((elsewhere / "predictions.json").read_text()) == predictions
+    assert _summary_line(from_init.stdout, "eval_results") == str(elsewhere / "eval_results.txt")
+    text = (elsewhere / "eval_results.txt").read_text()
+    assert text.startswith(earlier) and text.endswith("=" * 50 + "\n") and text.count("=" * 50) == 2
+    assert float(text[len(earlier):].split("\nf1 = ")[1].split("\n")[0]) == pytest.approx(max(f1s), abs=1e-9)
 
 
 def test_v2_train_and_predict(common, shared, tmp_path):

@@ -295,3 +295,19 @@ def test_a_failed_eval_results_write_leaves_the_checkpoint_to_evaluate_again(tmp
     assert (tmp_path / "eval_results.txt").read_text() == (
         "accuracy = 0.1\nglobal_step = 10\nbest = 0.1\n---\naccuracy = 0.2\nglobal_step = 20\nbest = 0.2\n---\n")
     assert (tmp_path / "best_trial.txt").read_text() == "20:20:0.2"
+
+
+def test_best_is_compared_as_written_so_a_float32_tie_is_no_win(tmp_path):
+    """float32 metrics are written as str(np.float32) (0.1, the original's form); the next checkpoint's
+    value is compared with that text's number, so an equal float32 value (0.10000000149 as float64)
+    does not beat it."""
+    from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper
+
+    for step in (10, 20):
+        tf.train.Checkpoint(w=tf.Variable([float(step)])).write(str(tmp_path / f"model.ckpt-{step}"))
+    keeper = BestCheckpointKeeper(str(tmp_path), "eval_accuracy")
+    assert keeper.update(str(tmp_path / "model.ckpt-10"), {"eval_accuracy": np.float32(0.1)})
+    assert (tmp_path / "best_trial.txt").read_text() == "10:10:0.1"
+    assert not keeper.update(str(tmp_path / "model.ckpt-20"), {"eval_accuracy": np.float32(0.1)})
+    assert (tmp_path / "best_trial.txt").read_text() == "20:10:0.1"
+    assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 10.0

@@ -265,3 +265,21 @@ def test_a_pretrained_checkpoint_for_a_task_model_says_it_has_no_task_head(tmp_p
     encoder = AlbertModel(_config(num_hidden_groups=2))
     with pytest.raises(CheckpointError, match="missing; check config field num_hidden_groups"):
         load_checkpoint(encoder, prefix)
+
+
+def test_checkpoint_step_reads_the_step_the_checkpoint_holds(tmp_path):
+    """model.ckpt-best or an --init_checkpoint under another name: its own global_step (ours and TF1's),
+    the name's step when it has one, 0 only without a step variable (a pretrained release)."""
+    from albert_tf.weights import checkpoint_step
+
+    ours = tf.train.Checkpoint(global_step=tf.Variable(13, dtype=tf.int64), w=tf.Variable([1.0]))
+    ours.write(str(tmp_path / "ours" / "model.ckpt-best"))
+    names = ["global_step", "bert/w"]
+    tf.raw_ops.SaveV2(prefix=str(tmp_path / "tf1" / "fine_tuned"), tensor_names=names, shape_and_slices=["", ""],
+                      tensors=[tf.constant(21, tf.int64), tf.constant([1.0])])
+    tf.raw_ops.SaveV2(prefix=str(tmp_path / "release" / "model.ckpt"), tensor_names=["bert/w"],
+                      shape_and_slices=[""], tensors=[tf.constant([1.0])])
+    assert checkpoint_step(str(tmp_path / "ours" / "model.ckpt-best")) == 13
+    assert checkpoint_step(str(tmp_path / "tf1" / "fine_tuned")) == 21
+    assert checkpoint_step(str(tmp_path / "release" / "model.ckpt")) == 0
+    assert checkpoint_step(str(tmp_path / "elsewhere" / "model.ckpt-5")) == 5  # the name says it: not read
