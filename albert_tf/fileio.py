@@ -133,6 +133,22 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
     return paths
 
 
+def make_folders(path: str | os.PathLike) -> None:
+    """Creates the folder ``path`` and its missing parents. Locally they get the mode the umask gives
+    (TensorFlow's ``makedirs`` gives 0755 whatever it is: a group-shared umask 002 left the run folder
+    closed to the group); remote paths go through ``tf.io.gfile``."""
+    path = os.fspath(path)
+    if is_remote(path):
+        import tensorflow as tf
+
+        tf.io.gfile.makedirs(path)
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:  # a file (or a dangling link) at the name
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
+
+
 def give_umask_modes(folder: str) -> None:
     """Gives a folder written by this job, and everything in it, the modes the umask gives new files and
     folders: TensorFlow copies a SavedModel's assets with their source's mode (a read-only tokenizer model

@@ -32,7 +32,7 @@ from typing import Iterator
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import absolute, atomic_write_text, is_remote, read_text, remove_file
+from albert_tf.fileio import absolute, atomic_write_text, is_remote, make_folders, read_text, remove_file
 from albert_tf.processes import process_alive, process_start_ticks
 
 LOCK_FILENAME = "run.lock"
@@ -188,7 +188,7 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
         yield path
         return
     created = not tf.io.gfile.exists(output_dir)
-    tf.io.gfile.makedirs(output_dir)
+    make_folders(output_dir)
     try:
         with RunLock(path, take_over=take_over):
             _held.add(path)

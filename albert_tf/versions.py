@@ -12,7 +12,7 @@ import shutil
 import socket
 from typing import Iterator
 
-from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
+from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote, make_folders
 from albert_tf.processes import process_alive
 
 
@@ -25,7 +25,7 @@ def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
 
     import tensorflow as tf
 
-    tf.io.gfile.makedirs(base)
+    make_folders(base)
     version = int(time.time())
     while tf.io.gfile.exists(os.path.join(base, str(version))):
         version += 1

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from absl import logging
 
 from albert_tf.data.records import RecordSchema
-from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, read_text
+from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -144,7 +144,7 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     side = _load_side_file(side_file, key, record_file)
     if side is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
-    tf.io.gfile.makedirs(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
     count = 0
     with atomic_output(record_file) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:

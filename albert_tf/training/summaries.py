@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from albert_tf.errors import RunError
+from albert_tf.fileio import make_folders
 from albert_tf.training import faults
 
 # TensorBoard's scalar plugin marker: lets us write scalars without the tensorboard package.
@@ -27,6 +28,7 @@ def write_scalars(directory: str, step: int, values: dict[str, float]) -> None:
     """One event file entry per value at ``step`` in ``directory`` (e.g. ``<output_dir>/eval``). Written by
     an evaluation before it is recorded: when this fails, a rerun evaluates the checkpoint again."""
     with reporting_event_errors(directory, lambda: "a rerun evaluates this checkpoint again"):
+        make_folders(directory)  # with the umask's mode (the writer would make it 0755)
         writer = tf.summary.create_file_writer(directory)
         with writer.as_default(step=int(step)):
             for name, value in values.items():
@@ -71,6 +73,9 @@ def reporting_event_errors(directory: str | None, then: Callable[[], str]) -> It
         if path and path != directory and os.path.isfile(path) and os.path.getsize(path) == 0:
             os.remove(path)  # named in the error: this writer's own, and empty
         raise RunError(f"cannot write the TensorBoard events {path}: {_reason(e)}; {then()}") from e
+    except OSError as e:  # making its folder: a file in the way, no permission, a full disk
+        reason = faults.disk_full_reason(e) or e.strerror or str(e)
+        raise RunError(f"cannot write the TensorBoard events {directory}: {reason}; {then()}") from e
 
 
 def _event_file(err: tf.errors.OpError) -> str | None:

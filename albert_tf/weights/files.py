@@ -25,7 +25,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, umask_mode
+from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, make_folders, umask_mode
 
 CHECKPOINT_BASENAME = "model.ckpt"
 BEST_BASENAME = "model.ckpt-best"
@@ -152,7 +152,7 @@ def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
     """``write(tmp_prefix)`` to a temporary prefix beside ``prefix``, then renames its files
     to ``prefix``; a failed write removes the temporary files."""
     directory, base = os.path.split(prefix)
-    tf.io.gfile.makedirs(directory or ".")
+    make_folders(directory or ".")
     tmp_prefix = os.path.join(directory, f"{TMP_MARK}{uuid.uuid4().hex}-{base}")
     try:
         write(tmp_prefix)

@@ -337,7 +337,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     model.safetensors (float32) and, with `spm_model_file`, spiece.model and
     tokenizer_config.json. Everything is checked before the first file is
     written; each file is replaced atomically, config.json last."""
-    from albert_tf.fileio import atomic_output, umask_mode, write_utf8
+    from albert_tf.fileio import atomic_output, make_folders, umask_mode, write_utf8
 
     refuse_another_layer_order(model.config, folder)
     tensors = architecture_tensors(model, architecture)
@@ -352,7 +352,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     if tf.io.gfile.exists(_join(folder, INDEX_FILE)):
         raise CheckpointError(f"{folder} holds a sharded model ({INDEX_FILE}) that this single "
                               f"{WEIGHTS_FILE} would not replace; write to another folder")
-    tf.io.gfile.makedirs(folder)  # local or gs://
+    make_folders(folder)  # local or gs://
     # Every file is written whole under a temporary name before the first rename (an interrupted
     # conversion leaves none of them, which a rerun would refuse to replace); config.json is renamed last.
     with contextlib.ExitStack() as renames:  # leaving it renames, in the reverse order of entering

@@ -54,7 +54,7 @@ def _tree(folder):
     return out
 
 
-@pytest.mark.parametrize("mask", [0o022, 0o027])
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])  # 002: a group-shared folder (TF's makedirs gave 0755)
 def test_every_output_file_gets_the_umask_mode(tmp_path, tiny_config_file, spm_model, mask):
     for split, n, seed in (("train", 32, 0), ("dev", 8, 1), ("test", 8, 2)):
         _write_split(tmp_path, split, n, seed)
