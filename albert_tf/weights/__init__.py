@@ -1,7 +1,8 @@
 """Checkpoint names, loading and saving (Google TF1 format, ours and Hugging Face's)."""
 from albert_tf.weights.errors import CheckpointError
-from albert_tf.weights.loading import LoadReport, fine_tuning_init, load_checkpoint, resolve_checkpoint
+from albert_tf.weights.loading import (LoadReport, find_checkpoint, fine_tuning_init, load_checkpoint,
+                                      resolve_checkpoint)
 from albert_tf.weights.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
 
-__all__ = ["CheckpointError", "LoadReport", "fine_tuning_init", "load_checkpoint", "resolve_checkpoint", "save_hf_checkpoint",
+__all__ = ["CheckpointError", "LoadReport", "find_checkpoint", "fine_tuning_init", "load_checkpoint", "resolve_checkpoint", "save_hf_checkpoint",
            "save_model_checkpoint", "save_tf1_checkpoint"]

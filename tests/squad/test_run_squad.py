@@ -291,6 +291,10 @@ def test_driver_errors(common, shared, tmp_path):
          f"SQuAD file {no_questions} holds no questions"),
         ([f"--output_dir={tmp_path / 'empty_predict_after_training'}", "--do_train", train, "--do_predict",
           f"--predict_file={no_questions}"], f"SQuAD file {no_questions} holds no questions"),
+        # opened only after the train and predict features were written into --output_dir
+        ([f"--output_dir={tmp_path / 'init_typo'}", "--do_train", train, "--do_predict", dev,
+          f"--init_checkpoint={tmp_path / 'model.ckpt-bset'}"],
+         f"--init_checkpoint: checkpoint not found: {tmp_path / 'model.ckpt-bset'}"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
