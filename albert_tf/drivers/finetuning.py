@@ -140,12 +140,15 @@ def _check_weights(flag: str, path: str) -> None:
 
 
 def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vocab_file: str | None):
-    """``--albert_config_file``, checked against the tokenizer's vocabulary and ``--max_seq_length``."""
+    """``--albert_config_file``, checked against the tokenizer's vocabulary and ``--max_seq_length`` (and
+    ``--do_lower_case`` against the tokenizer's casing: a warning)."""
     from albert_tf.config import AlbertConfig
+    from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
 
     config = AlbertConfig.from_json_file(f.albert_config_file)
     check_tokenizer(spm_model_file, vocab_file, config.vocab_size, f.albert_config_file)
+    warn_if_capitals_become_unknown(spm_model_file, f.do_lower_case)
     check_max_seq_length(f.max_seq_length, config.max_position_embeddings)
     return config
 

@@ -245,6 +245,9 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         # accepted, as the original, with a warning; stopped here by the length
         "warmup longer": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=100", "--train_step=4",
                           "--max_seq_length=128"],
+        # accepted, as the original, with a warning (every capital is <unk>); stopped here by the length
+        "cased run, uncased model": ["--task_name=MRPC", "--do_train", *base, "--do_lower_case=false",
+                                     "--max_seq_length=128"],
     }
     results = driver_errors(cases)
     expected = {
@@ -291,6 +294,11 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     warmup = "--warmup_step=100 is longer than --train_step=4: the learning rate never reaches --learning_rate"
     assert warmup in results["warmup longer"]["warnings"] and results["warmup longer"]["code"] == 1
     assert not any("is longer than" in w for w in results["too long"]["warnings"])
+    uncased = (f"--do_lower_case=false but --spm_model_file={spm_model} has no piece with an upper-case letter "
+               f"(an uncased model): every capital letter becomes <unk>")
+    assert [w for w in results["cased run, uncased model"]["warnings"] if uncased in w] != []
+    assert results["cased run, uncased model"]["code"] == 1
+    assert not any("--do_lower_case" in w for w in results["too long"]["warnings"])
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,
