@@ -130,9 +130,12 @@ def check_distinct_caches(caches: Mapping[str, str], side_files: Mapping[str, st
 
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
-                   side_file: str | None = None, sizes: Mapping[str, int] | None = None) -> CachedSplit:
+                   side_file: str | None = None, sizes: Mapping[str, int] | None = None,
+                   source: str | None = None) -> CachedSplit:
     """The records at ``record_file`` if its side file says they were made from ``settings``,
-    else ``build`` them (atomically) and write the side file (with the count of records written).
+    else ``build`` them (atomically) and write the side file (with the count of records written);
+    a build starts with a line naming ``source`` (what is converted: the data file), as it prints nothing
+    until it ends.
 
     ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
     import tensorflow as tf
@@ -145,6 +148,7 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     if side is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    logging.info("Converting %s to features: %s", source or "the examples", record_file)
     count = 0
     with atomic_output(record_file) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:

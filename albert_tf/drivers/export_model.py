@@ -67,11 +67,13 @@ def main(argv) -> int:
     require_flags(FLAGS, *REQUIRED)
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
     from albert_tf.export import check_export_path, export_hub_module
+    from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
 
     check_export_path(FLAGS.export_path)  # before any work: never replace what we did not write
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
+    warn_if_capitals_become_unknown(FLAGS.spm_model_file, FLAGS.do_lower_case)
     model = AlbertPretrainer(config)
     print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
     path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,

@@ -73,8 +73,8 @@ def define_length_flags() -> None:
 
 def stage_flag_problems(f: flags.FlagValues) -> list[str]:
     """What is wrong with the flags of the stages the run asks for (the training flags, in every
-    mode; each stage's batch size), each problem naming the flag as typed; warns of a warmup
-    longer than training."""
+    mode; each stage's batch size; the weights to start from), each problem naming the flag as typed;
+    warns of a warmup longer than training."""
     from albert_tf.training.flags import count_flag_problems, training_flag_problems, warn_if_warmup_outlasts_training
 
     # The training flags are checked in every mode: an eval or predict run builds the same loop (its batch
@@ -88,6 +88,10 @@ def stage_flag_problems(f: flags.FlagValues) -> list[str]:
         problems += count_flag_problems(f, "predict_batch_size")
     if "dropout_prob" in f and not 0 <= f.dropout_prob < 1:  # the model is built in every stage
         problems.append(f"--dropout_prob must be in [0, 1), got {f.dropout_prob}")
+    try:  # here, before any split is read: the runner opens it only after the features are cached
+        init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
+    except ValueError as e:
+        problems.append(str(e))
     return problems
 
 
@@ -107,22 +111,44 @@ def check_max_seq_length(max_seq_length: int, max_position_embeddings: int) -> N
 
 
 def init_checkpoint_from_flags(init_checkpoint: str | None, albert_hub_module_handle: str | None) -> str | None:
-    """``--init_checkpoint``, else a local ``--albert_hub_module_handle`` folder (handles are not downloaded)."""
+    """``--init_checkpoint``, else a local ``--albert_hub_module_handle`` folder (handles are not downloaded);
+    one that names no checkpoint is refused naming its flag (it is first read after the features are built)."""
+    if albert_hub_module_handle and "://" in albert_hub_module_handle:
+        raise ValueError("--albert_hub_module_handle must be a local module directory (download and "
+                         "unpack the module first)")
+    if init_checkpoint:
+        _check_weights("init_checkpoint", init_checkpoint)
+        return init_checkpoint
     if albert_hub_module_handle:
-        if "://" in albert_hub_module_handle:
-            raise ValueError("--albert_hub_module_handle must be a local module directory (download and "
-                             "unpack the module first)")
-        return init_checkpoint or albert_hub_module_handle
-    return init_checkpoint
+        _check_weights("albert_hub_module_handle", albert_hub_module_handle)
+    return albert_hub_module_handle or None
+
+
+def _check_weights(flag: str, path: str) -> None:
+    """That ``path`` names a checkpoint ``load_checkpoint`` can find (its tensors are read later)."""
+    import tensorflow as tf
+
+    from albert_tf.weights import CheckpointError, find_checkpoint
+    from albert_tf.weights.hf import is_hf_checkpoint
+
+    if is_hf_checkpoint(path) and tf.io.gfile.exists(path):
+        return
+    try:
+        find_checkpoint(path)
+    except CheckpointError as e:
+        raise ValueError(f"--{flag}: {e}") from None
 
 
 def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vocab_file: str | None):
-    """``--albert_config_file``, checked against the tokenizer's vocabulary and ``--max_seq_length``."""
+    """``--albert_config_file``, checked against the tokenizer's vocabulary and ``--max_seq_length`` (and
+    ``--do_lower_case`` against the tokenizer's casing: a warning)."""
     from albert_tf.config import AlbertConfig
+    from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
 
     config = AlbertConfig.from_json_file(f.albert_config_file)
     check_tokenizer(spm_model_file, vocab_file, config.vocab_size, f.albert_config_file)
+    warn_if_capitals_become_unknown(spm_model_file, f.do_lower_case)
     check_max_seq_length(f.max_seq_length, config.max_position_embeddings)
     return config
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 
-from absl import flags
+from absl import flags, logging
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
@@ -160,8 +160,10 @@ def task_and_job_from_flags():
         raise ValueError("; ".join(problems))
     # Both files read before any work: an empty or malformed predict file is not found after training.
     if f.do_train:
-        load_questions(f.train_file)
+        _warn_if_other_version("train_file", load_questions(f.train_file))
     predict_data = load_questions(f.predict_file) if f.do_predict else None
+    if predict_data is not None:
+        _warn_if_other_version("predict_file", predict_data)
     config = albert_config_from_flags(f, f.spm_model_file, None)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
@@ -183,6 +185,16 @@ def task_and_job_from_flags():
     job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job
+
+
+def _warn_if_other_version(flag: str, dataset: dict) -> None:
+    """A file of the other SQuAD version than --version_2_with_negative says: accepted, as the original
+    (which read is_impossible whatever the driver), with one warning."""
+    from albert_tf.squad.data import version_mismatch
+
+    problem = version_mismatch(dataset, flag, FLAGS[flag].value, FLAGS.version_2_with_negative)
+    if problem:
+        logging.warning("%s", problem)
 
 
 def _has_checkpoints(output_dir: str) -> bool:

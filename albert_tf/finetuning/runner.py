@@ -143,8 +143,10 @@ class _Runner:
 
     def gather(self, runner: BatchRunner, split: Split, batch_size: int) -> dict[str, np.ndarray]:
         """The task's outputs for every real record of ``split``, in file order."""
+        work = "predicting" if split.name == "test" else "evaluating"
         return gather_real_examples(runner, datasets.eval_dataset(split.cached, batch_size, self.lengths),
-                                    split.cached.num_records, f"{self.task.name} records")
+                                    split.cached.num_records, f"{self.task.name} records", batch_size,
+                                    f"{work} {self.task.name} {split.name}")
 
     def evaluation(self, model) -> Callable[[str], dict[str, Any]]:
         """``evaluate(checkpoint_path)``: the task's metrics of the model's current weights on dev."""

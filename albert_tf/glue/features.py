@@ -169,4 +169,4 @@ def cached_features(
             count += 1
         return {"num_examples": count, "data_file": absolute(data_file)}
 
-    return cached_records(path, record_schema, settings, build)
+    return cached_records(path, record_schema, settings, build, source=f"{data_file} ({spec.name} {split})")

@@ -11,6 +11,7 @@ from typing import Sequence
 from albert_tf.fileio import TMP_MARK
 from albert_tf.pretraining_data.options import InstanceOptions
 from albert_tf.tokenization import FullTokenizer
+from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
 
 MIN_SEQ_LENGTH = 5  # [CLS] A [SEP] B [SEP] with one token each
 
@@ -142,11 +143,13 @@ def validate(config: PipelineConfig, check_inputs: bool = True) -> None:
 def check_tokenizer(config: PipelineConfig) -> FullTokenizer:
     """Loads the tokenizer once up front, so a bad model fails clearly before any work (not in a worker)."""
     try:
-        return FullTokenizer(vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
-                             spm_model_file=config.spm_model_file)
+        tokenizer = FullTokenizer(vocab_file=config.vocab_file, do_lower_case=config.do_lower_case,
+                                  spm_model_file=config.spm_model_file)
     except (OSError, ValueError) as err:
         flag = "--spm_model_file" if config.spm_model_file else "--vocab_file"
         raise PretrainingDataError(f"{flag}: {err}") from None
+    warn_if_capitals_become_unknown(config.spm_model_file, config.do_lower_case)
+    return tokenizer
 
 
 def check_nonempty(config: PipelineConfig, documents: int) -> None:

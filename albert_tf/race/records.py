@@ -10,6 +10,7 @@ question is dropped.
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from albert_tf.data.feature_cache import CachedSplit, cached_records
@@ -46,4 +47,6 @@ def cached_features(examples: Sequence[RaceExample], data_files: Sequence[str], 
                                    max_seq_length=max_seq_length))
         return {"num_examples": len(examples)}
 
-    return cached_records(record_file, SCHEMA, settings, build)
+    folders = ", ".join(sorted({os.path.dirname(absolute(path)) for path in data_files}))
+    return cached_records(record_file, SCHEMA, settings, build,
+                          source=f"{len(examples)} RACE questions of {len(data_files)} files under {folders}")

@@ -74,6 +74,23 @@ def is_version_2(dataset: dict) -> bool:
     return any("is_impossible" in qa for _, _, qa in iter_questions(dataset, "<dataset>"))
 
 
+def version_mismatch(dataset: dict, flag: str, path: str, version_2: bool) -> str | None:
+    """Why the file ``--flag=path`` does not match ``--version_2_with_negative`` (``version_2``), else None.
+    A 1.1-looking file under 2.0 counts only when it says so (a version key) or every question has answers:
+    a 2.0 file to predict may carry no labels at all."""
+    questions = [qa for _, _, qa in iter_questions(dataset, path)]
+    if is_version_2(dataset) and not version_2:
+        impossible = sum(bool(qa.get("is_impossible")) for qa in questions)
+        effect = ("learns its unanswerable questions as answers at [CLS]" if flag == "train_file"
+                  else "answers every question")
+        return (f"--{flag}={path} is SQuAD 2.0 ({impossible} of {len(questions)} questions unanswerable) but "
+                f"--version_2_with_negative is not set: the SQuAD 1.1 head {effect}")
+    if version_2 and not is_version_2(dataset) and ("version" in dataset or all(qa.get("answers") for qa in questions)):
+        return (f"--{flag}={path} is SQuAD 1.1 (no question is unanswerable) but --version_2_with_negative is "
+                f"set: the SQuAD 2.0 head is used on it")
+    return None
+
+
 def iter_questions(dataset: dict, source: str) -> Iterator[tuple[dict, dict, dict]]:
     """Yields (article, paragraph, qa) for every question, checking the structure.
 

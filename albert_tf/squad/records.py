@@ -105,7 +105,8 @@ def build_or_load(
         "is_training": bool(is_training),
     }
     cached = cached_records(record_file, schema(is_training), settings,
-                            lambda write: _build(input_file, spm_model_file, settings, write), side_file)
+                            lambda write: _build(input_file, spm_model_file, settings, write), side_file,
+                            source=f"{input_file} ({'training' if is_training else 'prediction'})")
     if cached.reused:
         log.info("Reusing cached SQuAD features %s (%d features)", record_file, cached.num_records)
     return cached

@@ -52,6 +52,27 @@ def load_spm_model_from_bytes(
     return sp_model
 
 
+def has_cased_pieces(sp_model: sentencepiece_lib.SentencePieceProcessor) -> bool:
+    """Whether a piece other than the control ones ([CLS], [SEP], [MASK], <unk>, ...) has an upper-case
+    letter: none in an uncased model such as every ALBERT release's 30k-clean.model."""
+    pieces = sp_model.id_to_piece(list(range(sp_model.GetPieceSize())))
+    return any(piece != piece.lower() and piece not in REQUIRED_PIECES and not sp_model.IsControl(i)
+               and not sp_model.IsUnknown(i) for i, piece in enumerate(pieces))
+
+
+def warn_if_capitals_become_unknown(spm_model_file: str | None, do_lower_case: bool) -> None:
+    """The one check of every driver that tokenizes: ``--do_lower_case=false`` with an uncased SentencePiece
+    model is accepted, as the original, but every capital letter then becomes <unk>: one warning."""
+    if do_lower_case or not spm_model_file:
+        return
+    if not has_cased_pieces(load_spm_model(spm_model_file)):
+        from absl import logging
+
+        logging.warning("--do_lower_case=false but --spm_model_file=%s has no piece with an upper-case letter "
+                        "(an uncased model): every capital letter becomes <unk>. Use --do_lower_case=true "
+                        "with this model", spm_model_file)
+
+
 def _has_piece(sp_model: sentencepiece_lib.SentencePieceProcessor, piece: str) -> bool:
     piece_id = sp_model.PieceToId(piece)
     return sp_model.IdToPiece(piece_id) == piece

@@ -98,7 +98,8 @@ def create_strategy(
         raise ValueError(f"--num_gpus must be >= 0, got {num_gpus}")
 
     if distribution_strategy == "tpu":
-        return _tpu_strategy(tpu_name, tpu_zone, gcp_project, master)
+        flag = "--use_tpu" if use_tpu else "--distribution_strategy=tpu"
+        return _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, flag)
 
     gpus = tf.config.list_physical_devices("GPU")
     if distribution_strategy == "one_device":
@@ -125,14 +126,26 @@ def create_strategy(
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
-def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master) -> tf.distribute.Strategy:
+# What the resolver and the connection raise when no TPU is reachable (urllib's URLError is an OSError).
+_TPU_UNREACHABLE = (ValueError, OSError, RuntimeError, tf.errors.OpError)
+
+
+def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, flag: str = "--use_tpu") -> tf.distribute.Strategy:
     # Not runnable on this project's CI machines (no TPU); the calls are the documented TF2 ones.
     tpu = tpu_name or master or ""
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu=tpu, zone=tpu_zone, project=gcp_project
-    )
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu, zone=tpu_zone, project=gcp_project
+        )
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except _TPU_UNREACHABLE as e:  # TensorFlow's and urllib's messages name no flag ("<urlopen error ...>")
+        reason = " ".join(str(e).split())
+        if not tpu:
+            raise ValueError(f"{flag} needs --tpu_name (the Cloud TPU's name or grpc://<ip>:8470) or --master; "
+                             f"none given and none found ({reason}). On a CPU/GPU machine drop {flag}") from None
+        raise ValueError(f"{flag}: cannot reach TPU {tpu!r} ({reason}). Check --tpu_name/--master, --tpu_zone "
+                         f"and --gcp_project; on a CPU/GPU machine drop {flag} and --tpu_name") from None
     return tf.distribute.TPUStrategy(resolver)
 
 

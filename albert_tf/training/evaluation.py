@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.training.reporting import Progress
 from albert_tf.training.step import metric_parts, scalar, split_loss_output
 
 StepFn = Callable[[Mapping[str, tf.Tensor]], Mapping[str, tf.Tensor]]
@@ -46,8 +47,10 @@ class BatchRunner:
             self._on_host[key] = tf.function(self.step_fn, input_signature=[relaxed])
         return self._on_host[key]
 
-    def gather(self, dataset: tf.data.Dataset, max_steps: int | None = None) -> dict[str, np.ndarray]:
-        """All of ``dataset`` (or ``max_steps`` steps of one batch per local replica)."""
+    def gather(self, dataset: tf.data.Dataset, max_steps: int | None = None, what: str = "evaluation",
+               total_batches: int | None = None) -> dict[str, np.ndarray]:
+        """All of ``dataset`` (or ``max_steps`` steps of one batch per local replica), with a progress
+        line now and then (``reporting.Progress``) saying ``what`` runs, of ``total_batches`` when known."""
         outputs: dict[str, list[np.ndarray]] = {}
 
         def add(values: Mapping[str, tf.Tensor]) -> None:
@@ -56,6 +59,7 @@ class BatchRunner:
 
         on_host = self._host_fn(dataset.element_spec)
         iterator = iter(dataset)
+        progress = Progress(what, total_batches or _known_batches(dataset, max_steps, self.num_local_replicas))
         steps = 0
         while max_steps is None or steps < max_steps:
             batches = []
@@ -71,10 +75,11 @@ class BatchRunner:
                 for local in range(self.num_local_replicas):
                     add(tf.nest.map_structure(
                         lambda x, i=local: self.strategy.experimental_local_results(x)[i], result))
-                steps += 1
-                continue
-            for batch in batches:
-                add(on_host(batch))
+            else:
+                for batch in batches:
+                    add(on_host(batch))
+            if batches:  # done (their outputs are on the host): the first call's tracing is not timed
+                progress.add(len(batches), sum(_rows(batch) for batch in batches))
             if len(batches) < self.num_local_replicas or not batches:
                 break
             steps += 1
@@ -82,11 +87,27 @@ class BatchRunner:
                 for name, values in outputs.items()}
 
 
+def _rows(batch) -> int:
+    """How many rows a batch has (its first tensor's first dimension)."""
+    return int(tf.shape(tf.nest.flatten(batch)[0])[0])
+
+
+def _known_batches(dataset: tf.data.Dataset, max_steps: int | None, num_local_replicas: int) -> int | None:
+    """How many batches ``gather`` will run when the dataset or ``max_steps`` says so, else None."""
+    cardinality = int(dataset.cardinality())
+    known = cardinality if cardinality >= 0 else None
+    if max_steps is not None:
+        known = min(known, max_steps * num_local_replicas) if known is not None else max_steps * num_local_replicas
+    return known
+
+
 def gather_real_examples(runner: BatchRunner, dataset: tf.data.Dataset, expected: int,
-                         what: str = "examples") -> dict[str, np.ndarray]:
+                         what: str = "examples", batch_size: int | None = None,
+                         task: str = "evaluation") -> dict[str, np.ndarray]:
     """``runner.gather(dataset)`` without the padding rows that fill the last batch (the step returns
-    ``is_real_example``, 0 for them): the outputs of exactly ``expected`` examples, in the dataset's order."""
-    result = runner.gather(dataset)
+    ``is_real_example``, 0 for them): the outputs of exactly ``expected`` examples, in the dataset's order.
+    ``task`` names the work in the progress lines; with ``batch_size`` they count the batches there are."""
+    result = runner.gather(dataset, what=task, total_batches=-(-expected // batch_size) if batch_size else None)
     real = result.pop("is_real_example") > 0
     if int(real.sum()) != expected:
         raise RuntimeError(f"predicted {int(real.sum())} of {expected} {what}")

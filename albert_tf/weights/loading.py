@@ -45,7 +45,7 @@ def resolve_checkpoint(path: str) -> str:
     file, or a TF-Hub module directory (`variables/variables`); one that does not read back
     completely (a truncated or missing data file, a garbage index) is a `CheckpointError`
     naming the file."""
-    prefix = _find_checkpoint(path)
+    prefix = find_checkpoint(path)
     damage = files.checkpoint_damage(prefix)
     if damage is not None:
         raise CheckpointError(f"checkpoint {path} is damaged: {damage}")
@@ -72,7 +72,9 @@ def checkpoint_step(path: str) -> int:
     return 0
 
 
-def _find_checkpoint(path: str) -> str:
+def find_checkpoint(path: str) -> str:
+    """The checkpoint prefix `path` names (see `resolve_checkpoint`), without reading it: cheap enough to
+    check a flag before any work; a missing one is a `CheckpointError`."""
     if tf.io.gfile.isdir(path):
         latest = files.latest_checkpoint(path)  # the state file's, else the newest on disk
         if latest:
@@ -84,6 +86,10 @@ def _find_checkpoint(path: str) -> str:
                               f"and no variables/variables.index)")
     if tf.io.gfile.exists(path + ".index"):
         return path
+    # One of the prefix's files named instead of the prefix (model.ckpt-best.index, ….data-00000-of-00001).
+    named_file = re.fullmatch(r"(.+)\.(index|data-\d+-of-\d+)", path)
+    if named_file and tf.io.gfile.exists(named_file.group(1) + ".index"):
+        raise CheckpointError(f"{path} is one of a checkpoint's files: give its prefix {named_file.group(1)}")
     raise CheckpointError(f"checkpoint not found: {path} (expected {path}.index, or a directory)")
 
 

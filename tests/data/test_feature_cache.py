@@ -148,3 +148,14 @@ def test_two_splits_cannot_share_a_feature_file(tmp_path):
     with pytest.raises(ValueError, match="--train_feature_file's side file and --predict_feature_file's side file"):
         check_distinct_caches({"--train_feature_file": a, "--predict_feature_file": b},
                               {"--predict_feature_file": a + ".json"})
+
+
+def test_a_build_starts_with_a_line_naming_what_it_converts(tmp_path, caplog):
+    """Converting a large split printed nothing until it ended (a minute for MNLI): a start line now."""
+    path, calls = str(tmp_path / "c.tf_record"), []
+    with caplog.at_level("INFO"):
+        cached_records(path, SCHEMA, {"data": "a"}, _builder(calls), source="train.tsv (mrpc train)")
+        assert f"Converting train.tsv (mrpc train) to features: {path}" in caplog.messages
+        caplog.clear()
+        assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls), source="train.tsv").reused
+    assert not any(message.startswith("Converting") for message in caplog.messages)  # nothing to convert

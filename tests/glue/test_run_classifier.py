@@ -193,6 +193,11 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     (tmp_path / "vocab.txt").write_text("\n".join(specials + [f"w{i}" for i in range(30000 - 5)]) + "\n")
     (bad_dir / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
+    # Weights the flag check finds (it looks for the prefix's .index; these runs stop before reading them).
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "model.ckpt-best.index").write_bytes(b"")
+    (tmp_path / "no_state").mkdir()
     cases = {
         "unknown task": ["--task_name=SST2", "--do_train", *base],
         "too long": ["--task_name=MRPC", "--do_train", *base, "--max_seq_length=128"],
@@ -200,7 +205,7 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "no weights": ["--task_name=MRPC", "--do_predict", *base],
         "missing flag": ["--task_name=MRPC", "--do_train", *base[:3]],
         "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}",
-                      f"--init_checkpoint={tmp_path / 'none'}"],
+                      f"--init_checkpoint={release / 'model.ckpt-best'}"],
         "padded and buckets": ["--task_name=MRPC", "--do_train", *base, "--pad_to_max_length",
                                "--seq_length_buckets=16,32"],
         "wordpiece export": ["--task_name=MRPC", "--do_train", base[0], base[1], base[3], base[4],
@@ -224,14 +229,25 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "eval batch 0": ["--task_name=MRPC", "--do_eval", *base, "--eval_batch_size=0"],
         # an eval-only run builds the same loop: refused by it after the dev split was cached
         "eval-only train batch 0": ["--task_name=MRPC", "--do_eval", *base, "--train_batch_size=0",
-                                    f"--init_checkpoint={tmp_path / 'none'}"],
+                                    f"--init_checkpoint={release / 'model.ckpt-best'}"],
         "predict batch -1": ["--task_name=MRPC", "--do_predict", *base, "--predict_batch_size=-1"],
+        # the weights were first opened after the train and dev splits were cached
+        "init typo": ["--task_name=MRPC", "--do_train", "--do_eval", *base,
+                      f"--init_checkpoint={release / 'model.ckpt-bset'}"],
+        "init folder without state": ["--task_name=MRPC", "--do_train", *base,
+                                      f"--init_checkpoint={tmp_path / 'no_state'}"],
+        "init index file": ["--task_name=MRPC", "--do_train", *base,
+                            f"--init_checkpoint={release / 'model.ckpt-best.index'}"],
+        "hub missing": ["--task_name=MRPC", "--do_train", *base, f"--albert_hub_module_handle={tmp_path / 'hub'}"],
         # trained and ended well, none of them read
         "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
                                  "--text_columns=foo", "--label_column=bar", "--regression", "--key_metric=f1"],
         # accepted, as the original, with a warning; stopped here by the length
         "warmup longer": ["--task_name=MRPC", "--do_train", *base, "--warmup_step=100", "--train_step=4",
                           "--max_seq_length=128"],
+        # accepted, as the original, with a warning (every capital is <unk>); stopped here by the length
+        "cased run, uncased model": ["--task_name=MRPC", "--do_train", *base, "--do_lower_case=false",
+                                     "--max_seq_length=128"],
     }
     results = driver_errors(cases)
     expected = {
@@ -260,6 +276,12 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "eval batch 0": "--eval_batch_size must be >= 1, got 0",
         "eval-only train batch 0": "--train_batch_size must be >= 1, got 0",
         "predict batch -1": "--predict_batch_size must be >= 1, got -1",
+        "init typo": f"--init_checkpoint: checkpoint not found: {release / 'model.ckpt-bset'} (expected "
+                     f"{release / 'model.ckpt-bset'}.index, or a directory)",
+        "init folder without state": f"--init_checkpoint: no checkpoint found in directory {tmp_path / 'no_state'}",
+        "init index file": f"--init_checkpoint: {release / 'model.ckpt-best.index'} is one of a checkpoint's files: "
+                           f"give its prefix {release / 'model.ckpt-best'}",
+        "hub missing": f"--albert_hub_module_handle: checkpoint not found: {tmp_path / 'hub'}",
         "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
                         "token of text needs at least 3",
     }
@@ -272,6 +294,11 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     warmup = "--warmup_step=100 is longer than --train_step=4: the learning rate never reaches --learning_rate"
     assert warmup in results["warmup longer"]["warnings"] and results["warmup longer"]["code"] == 1
     assert not any("is longer than" in w for w in results["too long"]["warnings"])
+    uncased = (f"--do_lower_case=false but --spm_model_file={spm_model} has no piece with an upper-case letter "
+               f"(an uncased model): every capital letter becomes <unk>")
+    assert [w for w in results["cased run, uncased model"]["warnings"] if uncased in w] != []
+    assert results["cased run, uncased model"]["code"] == 1
+    assert not any("--do_lower_case" in w for w in results["too long"]["warnings"])
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,

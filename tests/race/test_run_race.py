@@ -292,6 +292,10 @@ FLAG_ERRORS = {
     "dropout_above_1": (["--dropout_prob=1.5"], "--dropout_prob must be in [0, 1), got 1.5"),
     "train_step_0": (["--train_step=0"], "--train_step must be >= 1, got 0"),
     "eval_batch_0": (["--eval_batch_size=0"], "--eval_batch_size must be >= 1, got 0"),
+    # opened only after the train and dev features were written into --output_dir
+    "init_typo": (["--init_checkpoint=/nonexistent_albert/model.ckpt-bset"],
+                  "--init_checkpoint: checkpoint not found: /nonexistent_albert/model.ckpt-bset (expected "
+                  "/nonexistent_albert/model.ckpt-bset.index, or a directory)"),
 }
 
 

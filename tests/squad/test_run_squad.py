@@ -306,6 +306,10 @@ def test_driver_errors(common, shared, tmp_path):
          f"SQuAD file {no_questions} holds no questions"),
         ([f"--output_dir={tmp_path / 'empty_predict_after_training'}", "--do_train", train, "--do_predict",
           f"--predict_file={no_questions}"], f"SQuAD file {no_questions} holds no questions"),
+        # opened only after the train and predict features were written into --output_dir
+        ([f"--output_dir={tmp_path / 'init_typo'}", "--do_train", train, "--do_predict", dev,
+          f"--init_checkpoint={tmp_path / 'model.ckpt-bset'}"],
+         f"--init_checkpoint: checkpoint not found: {tmp_path / 'model.ckpt-bset'}"),
     ]
     argvs = [[*common, "--max_seq_length=128", *args] for args, _ in cases]
     run = subprocess.run([sys.executable, "-c", _ERRORS_SCRIPT, json.dumps(argvs)],
@@ -322,3 +326,45 @@ def test_driver_errors(common, shared, tmp_path):
     # accepted, as the original, with a warning (case 'warmup_long', stopped by its length)
     warned = [before for (args, _), before in zip(cases, outputs) if "--warmup_proportion=1.5" in args]
     assert "--warmup_proportion=1.5 is above 1" in warned[0] and "is above 1" not in outputs[0]
+
+
+def test_a_file_of_the_other_squad_version_is_accepted_with_one_warning(common, shared, tmp_path, driver_cases):
+    """The file's version (is_impossible, or its version key) against --version_2_with_negative: silent before,
+    as in the original. These runs stop at the config's vocabulary size, after both files were read."""
+    squad = shared("data", "squad")
+    v1_train, v2_dev = squad / "train-v1.1.University_of_Notre_Dame.json", squad / "dev-v2.0.first5articles.json"
+    v1_dev = squad / "dev-v1.1.Super_Bowl_50.json"
+    unlabelled = tmp_path / "unlabelled.json"  # a file to predict carries no answers: its version is unknown
+    unlabelled.write_text(json.dumps({"data": [{"paragraphs": [{"context": "c", "qas": [
+        {"id": "q1", "question": "q?"}]}]}]}))
+    config = tmp_path / "vocab_1000.json"
+    config.write_text(json.dumps({**TINY, "vocab_size": 1000}))
+    v2 = json.loads(v2_dev.read_text())
+    qas = [qa for article in v2["data"] for p in article["paragraphs"] for qa in p["qas"]]
+    impossible = sum(bool(qa.get("is_impossible")) for qa in qas)
+    base = [*common, f"--albert_config_file={config}", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=128"]
+    results = driver_cases("run_squad", {
+        "v2 files, v1 flag": [*base, "--do_train", f"--train_file={v2_dev}", "--do_predict",
+                              f"--predict_file={v2_dev}"],
+        "v1 files, v2 flag": [*base, "--version_2_with_negative", "--do_train", f"--train_file={v1_train}",
+                              "--do_predict", f"--predict_file={v1_dev}"],
+        "matching": [*base, "--do_train", f"--train_file={v1_train}", "--do_predict", f"--predict_file={v1_dev}"],
+        "unlabelled under v2": [*base, "--version_2_with_negative", "--do_predict", f"--predict_file={unlabelled}"],
+    })
+    for result in results.values():  # stopped by the vocabulary size (1000 against the model's 30000)
+        assert result["code"] == 1 and "30000" in result["stderr"], result
+
+    def version_warnings(name):
+        return [w for w in results[name]["warnings"] if "--version_2_with_negative" in w]
+
+    assert version_warnings("v2 files, v1 flag") == [
+        f"--train_file={v2_dev} is SQuAD 2.0 ({impossible} of {len(qas)} questions unanswerable) but "
+        f"--version_2_with_negative is not set: the SQuAD 1.1 head learns its unanswerable questions as answers "
+        f"at [CLS]",
+        f"--predict_file={v2_dev} is SQuAD 2.0 ({impossible} of {len(qas)} questions unanswerable) but "
+        f"--version_2_with_negative is not set: the SQuAD 1.1 head answers every question"]
+    assert version_warnings("v1 files, v2 flag") == [
+        f"--{flag}={path} is SQuAD 1.1 (no question is unanswerable) but --version_2_with_negative is set: the "
+        f"SQuAD 2.0 head is used on it" for flag, path in (("train_file", v1_train), ("predict_file", v1_dev))]
+    assert version_warnings("matching") == [] and version_warnings("unlabelled under v2") == []
+    assert 0 < impossible < len(qas)

@@ -1,4 +1,6 @@
 """FullTokenizer, preprocess_text, encode_pieces/encode_ids against the reference vectors."""
+import types
+
 import pytest
 
 from albert_tf.tokenization import (
@@ -205,3 +207,36 @@ def test_segmentation_ties_resolve_as_in_the_originals_sentencepiece(tokenizer, 
     if any(p.endswith(",") and len(p) > 1 for p in pieces):  # the digit-comma rule re-encodes these pieces
         pytest.fail(f"pick a text without the digit-comma rule: {pieces}")
     assert pieces == _lattice_viterbi_pieces(tokenizer.sp_model, text)
+
+
+def test_do_lower_case_false_with_an_uncased_model_warns_naming_both_flags(spm_model_path, shared, caplog):
+    """Every capital letter becomes <unk> then (parity with the original, which said nothing). The one check
+    is used by the fine-tuning drivers, export_model and create_pretraining_data (its check_tokenizer here)."""
+    from albert_tf.pretraining_data.config import check_tokenizer
+    from albert_tf.tokenization.spm import has_cased_pieces, warn_if_capitals_become_unknown
+
+    # Independently, from the model's .vocab text: only the control pieces carry a capital.
+    vocab = shared("data", "spm", "30k-clean.vocab").read_text(encoding="utf-8").splitlines()
+    assert {line.split("\t")[0] for line in vocab if line.split("\t")[0].lower() != line.split("\t")[0]} == {
+        "[CLS]", "[SEP]", "[MASK]"}
+    cased_model = shared("data", "spm", "sentencepiece_test_model.model")  # pieces like ▁The, ▁I
+    assert not has_cased_pieces(load_model(spm_model_path)) and has_cased_pieces(load_model(cased_model))
+    expected = (f"--do_lower_case=false but --spm_model_file={spm_model_path} has no piece with an upper-case "
+                f"letter (an uncased model): every capital letter becomes <unk>. Use --do_lower_case=true with "
+                f"this model")
+    with caplog.at_level("WARNING"):
+        warn_if_capitals_become_unknown(str(spm_model_path), do_lower_case=False)
+        assert [r.getMessage() for r in caplog.records] == [expected]
+        caplog.clear()
+        warn_if_capitals_become_unknown(str(spm_model_path), do_lower_case=True)
+        warn_if_capitals_become_unknown(None, do_lower_case=False)
+        assert caplog.records == []
+        check_tokenizer(types.SimpleNamespace(vocab_file=None, spm_model_file=str(spm_model_path),
+                                              do_lower_case=False))
+        assert [r.getMessage() for r in caplog.records] == [expected]
+
+
+def load_model(path):
+    import sentencepiece
+
+    return sentencepiece.SentencePieceProcessor(model_file=str(path))

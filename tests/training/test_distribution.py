@@ -1,5 +1,6 @@
 """Strategies, precision policies, worker identity and the shared flags."""
 import json
+import urllib.error
 
 import pytest
 import tensorflow as tf
@@ -42,6 +43,27 @@ def test_tpu_path_resolves_connects_and_initializes(monkeypatch):
     assert strategy == "tpu-strategy"
     assert calls == [("resolver", "grpc://10.0.0.2:8470", "us-central1-b", "proj"), "connect", "initialize",
                      "strategy"]
+
+
+@pytest.mark.parametrize("use_tpu, tpu_name, raised, expected", [
+    (True, None, ValueError("Please provide a TPU Name to connect to."),
+     "--use_tpu needs --tpu_name (the Cloud TPU's name or grpc://<ip>:8470) or --master; none given and none found "
+     "(Please provide a TPU Name to connect to.). On a CPU/GPU machine drop --use_tpu"),
+    (True, "my-tpu", urllib.error.URLError(OSError(-2, "Name or service not known")),
+     "--use_tpu: cannot reach TPU 'my-tpu' (<urlopen error [Errno -2] Name or service not known>). Check "
+     "--tpu_name/--master, --tpu_zone and --gcp_project; on a CPU/GPU machine drop --use_tpu and --tpu_name"),
+    (False, "my-tpu", ValueError("x"), "--distribution_strategy=tpu: cannot reach TPU 'my-tpu' (x)"),
+])
+def test_an_unreachable_tpu_is_one_line_naming_the_flag(monkeypatch, use_tpu, tpu_name, raised, expected):
+    """TensorFlow's and urllib's messages named no flag ("<urlopen error ...>" on a CPU machine)."""
+    def fail(tpu, zone, project):
+        raise raised
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", fail)
+    with pytest.raises(ValueError) as caught:
+        distribution.create_strategy("one_device" if use_tpu else "tpu", use_tpu=use_tpu, tpu_name=tpu_name)
+    assert str(caught.value).startswith(expected)
+    assert "\n" not in str(caught.value)
 
 
 def test_mixed_precision_policies():

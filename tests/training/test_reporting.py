@@ -68,3 +68,44 @@ def test_later_intervals_are_timed_from_their_start(clock):
     interval.add(_call(10))
     logs = _reporter().log(interval, step=20)
     assert logs["steps_per_second"] == pytest.approx(4.0)
+
+
+def test_evaluation_progress_lines_count_batches_rate_and_eta(clock, caplog):
+    """Evaluation and prediction printed nothing until done; the first batch (tracing) is not timed."""
+    progress = reporting.Progress("predicting squad test", total_batches=10)
+    with caplog.at_level("INFO"):
+        clock.now += 40.0
+        progress.add(1, 8)  # due (40 s >= 30 s): the first batch alone, no rate yet
+        clock.now += 20.0
+        progress.add(1, 8)  # not due (20 s since the last line)
+        clock.now += 20.0
+        progress.add(2, 16)  # 3 batches, 24 examples in 40 s timed: 0.6/s; 6 batches left at 40/3 s each
+    assert caplog.messages == ["predicting squad test: batch 1/10",
+                               "predicting squad test: batch 4/10, examples/s = 0.6, ETA 1m20s"]
+    unknown = reporting.Progress("evaluation")
+    unknown.add(1, 4)
+    clock.now += 2.0
+    unknown.add(1, 4)
+    assert unknown.line(clock.now) == "evaluation: batch 2, examples/s = 2.0"
+
+
+def test_gather_logs_progress_with_the_batches_there_are(monkeypatch, caplog):
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf.training.evaluation import BatchRunner, gather_real_examples
+
+    monkeypatch.setattr(reporting, "PROGRESS_SECONDS", 0.0)  # a line after each batch
+    runner = BatchRunner(lambda batch: {"x": batch["x"] * 2, "is_real_example": batch["is_real_example"]})
+    rows = {"x": np.arange(10), "is_real_example": np.array([1] * 9 + [0])}
+    known = tf.data.Dataset.from_tensor_slices(rows).batch(2)  # 5 batches, as its cardinality says
+    unknown = known.filter(lambda batch: True)  # cardinality unknown: the caller's count of examples says
+    with caplog.at_level("INFO"):
+        assert runner.gather(known)["x"].tolist() == [2 * i for i in range(10)]
+        lines = [m for m in caplog.messages if m.startswith("evaluation: batch")]
+        assert [line.split(",")[0] for line in lines] == [f"evaluation: batch {i}/5" for i in range(1, 6)]
+        assert "ETA" in lines[-1] and "examples/s = " in lines[-1]
+        caplog.clear()
+        gathered = gather_real_examples(runner, unknown, 9, batch_size=2, task="predicting toy test")
+        assert gathered["x"].tolist() == [2 * i for i in range(9)]
+    assert [m.split(",")[0] for m in caplog.messages] == [f"predicting toy test: batch {i}/5" for i in range(1, 6)]
