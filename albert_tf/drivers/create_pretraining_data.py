@@ -178,7 +178,7 @@ def main(argv):
         return stop.code
     outputs = {"instances": summary["instances"], "output_files": summary["output_files"],
                "summary": summary["summary_file"]}
-    sys.stderr.write(closing_summary("create_pretraining_data", outputs) + "\n")
+    print(closing_summary("create_pretraining_data", outputs), flush=True)  # stdout, as every driver's
 
 
 def run():

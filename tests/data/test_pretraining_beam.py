@@ -173,8 +173,8 @@ def test_cli_runner_beam_writes_the_local_files(tmp_path, shared, spm_model):
              f"--runner={runner}"],
             capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
         assert result.returncode == 0, result.stderr[-2000:]
-        assert "create_pretraining_data: done" in result.stderr
-        assert result.stderr.splitlines()[-1] == f"  summary: {prefix}.summary.json"
+        assert "create_pretraining_data: done" in result.stdout
+        assert result.stdout.splitlines()[-1] == f"  summary: {prefix}.summary.json"
         shards[runner] = {name: (prefix.parent / name).read_bytes() for name in sorted(os.listdir(prefix.parent))
                           if not name.endswith(".json")}
     assert list(shards["beam"]) == ["out.tfrecord-00000-of-00002", "out.tfrecord-00001-of-00002"]
