@@ -121,6 +121,15 @@ def _shorten(line: str) -> str:
     return line if len(line) < 200 else line[:197] + "..."
 
 
+def _rounded(value: str | None) -> str:
+    """A SQuAD score (a float64's 16 digits in eval_results.txt) to two decimals, as the official script's
+    percentages are quoted."""
+    try:
+        return f"{float(value):.2f}"
+    except (TypeError, ValueError):
+        return "?"
+
+
 def _read_results(path: str) -> dict[str, str]:
     results = {}
     if os.path.exists(path):
@@ -241,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         ("pretraining masked_lm_accuracy (eval)", pretrain_results.get("masked_lm_accuracy", "?")),
         ("pretraining sentence_order_accuracy (eval)", pretrain_results.get("sentence_order_accuracy", "?")),
         ("sentiment dev accuracy (run_classifier, best checkpoint)", classifier_results.get("best", "?")),
-        ("demo-SQuAD exact / F1 (run_squad)", f"{squad_results.get('exact_match', '?')} / {squad_results.get('f1', '?')}"),
+        ("demo-SQuAD exact / F1 (run_squad)", f"{_rounded(squad_results.get('exact_match'))} / "
+                                              f"{_rounded(squad_results.get('f1'))}"),
         ("RACE-format dev accuracy (run_race, best checkpoint)", race_accuracy),
         ("SavedModel fill-in: 'alice lives in [MASK] .'", query),
     ]
@@ -251,11 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name.ljust(width)}  {value}")
     print("\noutputs:")
     for name, path in [("data, SentencePiece model", demo.path("data")), ("pretraining", pretrain_dir),
-                       ("Google TF1-format checkpoint", google_dir), ("classifier", classifier_dir),
+                       ("Google TF1-format checkpoint", google_dir),
+                       ("albert_tf checkpoint, converted back", demo.path("albert_tf_format")),
+                       ("classifier", classifier_dir),
                        ("classifier SavedModel", demo.path("classifier_export")), ("SQuAD", squad_dir),
                        ("RACE", race_dir),
                        ("hub-style SavedModel", export_dir), ("driver logs", demo.path("logs"))]:
-        print(f"  {name.ljust(30)} {path}")
+        print(f"  {name.ljust(36)} {path}")
     return 0
 
 
