@@ -298,12 +298,16 @@ def _query_export(export_dir: str) -> str:
 
 
 def run() -> int:
-    """``main``, with Ctrl-C between the drivers (the demo's own steps) ended in one line, not a traceback."""
+    """``main``, with Ctrl-C between the drivers (the demo's own steps) and a failed write of its own files
+    ended in one line, not a traceback."""
     try:
         return main()
     except KeyboardInterrupt:
         print("\ndemo: interrupted; the outputs so far stay in its folder", file=sys.stderr)
         return 128 + signal.SIGINT
+    except OSError as e:  # its own files (a full disk, a folder it cannot write): one line, as the drivers
+        print(f"demo: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

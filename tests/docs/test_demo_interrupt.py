@@ -1,5 +1,6 @@
 """Ctrl-C during `make demo`: the running driver stops after its step, then the demo ends in one line with
-the status of a process SIGINT ended (130), not a KeyboardInterrupt traceback."""
+the status of a process SIGINT ended (130), not a KeyboardInterrupt traceback; a folder it cannot write is
+one line too."""
 import os
 import signal
 import subprocess
@@ -49,3 +50,12 @@ def test_ctrl_c_waits_for_the_driver_and_ends_in_one_line(tmp_path):
     assert (tmp_path / "out" / "stopped-cleanly").exists()  # the demo waited for the driver's own stop
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"demo: interrupted during slow_driver.py: the outputs so far are in {tmp_path / 'out'}")
+
+
+def test_an_output_folder_it_cannot_create_is_one_line(tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
+    done = subprocess.run([sys.executable, "-m", "albert_tf.demo", f"--output_dir={tmp_path / 'a_file' / 'out'}"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("demo: error: [Errno 20] Not a directory"), done.stderr
+    assert "Traceback" not in done.stderr
