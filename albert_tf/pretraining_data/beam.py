@@ -46,7 +46,8 @@ from albert_tf.pretraining_data.config import (
     check_tokenizer,
     validate,
 )
-from albert_tf.pretraining_data.outputs import check_outputs, outputs_locked, part_name, summary_path
+from albert_tf.pretraining_data.outputs import (WRITE_PROBLEMS, check_outputs, outputs_locked, part_name,
+                                                reporting_write_problems, summary_path)
 from albert_tf.pretraining_data.summary import build_summary, write_summary_json
 
 # Beam's own DirectRunner first tries to download the Prism runner; the Python one runs offline.
@@ -114,6 +115,14 @@ def data_error_message(error: BaseException) -> str | None:
     return re.sub(r"\s*\[while running '[^']*'\]$", "", found[0].strip())
 
 
+def write_problem_errno(error: BaseException) -> int | None:
+    """The errno of a write the storage refused inside a pipeline failure (a worker's OSError reaches the
+    runner as text: "OSError: [Errno 28] No space left on device [while running ...]"), else None."""
+    text = "".join(traceback.format_exception(error))
+    codes = [int(code) for code in re.findall(r"\[Errno (\d+)\]", text) if int(code) in WRITE_PROBLEMS]
+    return codes[0] if codes else None
+
+
 def checked_pipeline_options(text: str):
     """Beam's ``PipelineOptions`` of ``--beam_pipeline_options``, parsed now: a value Beam rejects or an
     option it does not know is a ``PretrainingDataError`` naming it (Beam's parser would print its usage
@@ -167,13 +176,22 @@ def _run_quietly(pipeline):
             message = data_error_message(error)
             if message is not None:
                 raise PretrainingDataError(message) from None
+            code = write_problem_errno(error)
+            if code is not None:  # a worker could not write (full disk, ...): the local tool's line, below
+                raise OSError(code, os.strerror(code)) from None
             log.seek(0)
             sys.stderr.write(log.read().decode(errors="replace"))
             raise
 
 
 def create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str = DEFAULT_PIPELINE_OPTIONS) -> dict:
-    """Runs the whole tool as a Beam pipeline; returns the summary (also written as JSON)."""
+    """Runs the whole tool as a Beam pipeline; returns the summary (also written as JSON). An output that
+    cannot be written is the local runner's one line."""
+    with reporting_write_problems(config):
+        return _create_pretraining_data_beam(config, pipeline_options)
+
+
+def _create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str) -> dict:
     import apache_beam as beam
     from apache_beam.io.filesystems import FileSystems
 

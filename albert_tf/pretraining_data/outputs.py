@@ -10,6 +10,7 @@ input shard, as people ran the original) do not exclude each other.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -184,3 +185,25 @@ def remove_leftovers(config: PipelineConfig) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             os.remove(path)
+
+
+# Why an output cannot be written, by errno: the one line a user gets instead of "[Errno 28]".
+WRITE_PROBLEMS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "permission denied",
+                  errno.EFBIG: "the file is larger than the file system allows"}
+
+
+@contextlib.contextmanager
+def reporting_write_problems(config: PipelineConfig) -> Iterator[None]:
+    """An output that cannot be written (full disk, read-only or forbidden folder), with either runner, as
+    a ``PretrainingDataError`` naming the path (an input that cannot be read keeps its own error)."""
+    try:
+        yield
+    except OSError as e:
+        problem = WRITE_PROBLEMS.get(e.errno)
+        if problem is None or (e.filename and os.path.abspath(e.filename) in map(os.path.abspath, config.input_files)):
+            raise
+        where = e.filename or ", ".join(config.output_files[:3]) + (" ..." if len(config.output_files) > 3 else "")
+        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if config.tmp_dir else ""
+        raise PretrainingDataError(f"cannot write {where}{tmp}: {problem}") from None

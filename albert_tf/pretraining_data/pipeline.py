@@ -66,8 +66,8 @@ from albert_tf.pretraining_data.config import (  # noqa: F401  (the tool's API, 
 )
 from albert_tf.pretraining_data.features import ExampleSerializer
 from albert_tf.pretraining_data.options import InstanceStats
-from albert_tf.pretraining_data.outputs import (check_outputs, outputs_locked, part_name, summary_path,
-                                                work_dir_parent, work_dir_prefix)
+from albert_tf.pretraining_data.outputs import (check_outputs, outputs_locked, part_name, reporting_write_problems,
+                                                summary_path, work_dir_parent, work_dir_prefix)
 from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, iter_blocks
 from albert_tf.pretraining_data.summary import Progress, build_summary, write_summary_json
 from albert_tf.pretraining_data.workers import (  # noqa: F401  (document_seed: re-exported)
@@ -205,13 +205,6 @@ def _write_outputs(config: PipelineConfig, runner: Runner, scatter: ScatterFacts
             os.close(output)
 
 
-# Why an output cannot be written, by errno: the one line a user gets instead of "[Errno 28]".
-_WRITE_PROBLEMS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                   errno.EPERM: "permission denied",
-                   errno.EFBIG: "the file is larger than the file system allows"}
-
-
 def create_pretraining_data(config: PipelineConfig) -> dict:
     """Runs the whole job; returns the summary (also written as JSON next to the output).
 
@@ -220,15 +213,8 @@ def create_pretraining_data(config: PipelineConfig) -> dict:
     error propagates. An output that cannot be written (full disk, read-only or forbidden
     folder) is a ``PretrainingDataError`` naming the path.
     """
-    try:
+    with reporting_write_problems(config):
         return _create_pretraining_data(config)
-    except OSError as e:
-        problem = _WRITE_PROBLEMS.get(e.errno)
-        if problem is None or (e.filename and os.path.abspath(e.filename) in map(os.path.abspath, config.input_files)):
-            raise
-        where = e.filename or ", ".join(config.output_files[:3]) + (" ..." if len(config.output_files) > 3 else "")
-        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if config.tmp_dir else ""
-        raise PretrainingDataError(f"cannot write {where}{tmp}: {problem}") from None
 
 
 def _create_pretraining_data(config: PipelineConfig) -> dict:

@@ -322,3 +322,21 @@ def test_bad_pipeline_options_are_one_line_before_any_work(tmp_path, make_config
         "create_pretraining_data.py: error: --beam_pipeline_options='--direct_num_workers=banana': "
         "argument --direct_num_workers: invalid int value: 'banana'"], result.stderr[-3000:]
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_beam_storage_out_of_room_is_the_local_line(tmp_path, shared, spm_model):
+    """A write the storage refuses inside a Beam worker (here a file size limit: the worker's OSError
+    reaches the runner as text) is the local runner's one line, not 115 lines of worker logs."""
+    sample = shared("data", "corpus", "sample_text.txt")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    command = " ".join([sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={sample}",
+                        f"--output_file={tmp_path / 'out' / 'data.tfrecord'}", f"--spm_model_file={spm_model}",
+                        "--max_seq_length=128", "--dupe_factor=5", "--runner=beam"])
+    # SIGXFSZ ignored, so that a write past 8 KiB fails with EFBIG instead of killing the process
+    result = subprocess.run(["bash", "-c", f"trap '' XFSZ; ulimit -f 8; exec {command}"], capture_output=True,
+                            text=True, timeout=300, cwd=REPO, env=env)
+    assert result.returncode == 1, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith(f"create_pretraining_data.py: error: cannot write {tmp_path / 'out' / 'data.tfrecord'}")
+    assert lines[0].endswith(": the file is larger than the file system allows")
