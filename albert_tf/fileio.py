@@ -55,7 +55,10 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
         return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
+    except OSError as e:  # a folder it cannot write: the output's name, not a temporary's nobody will see
+        raise OSError(e.errno, e.strerror, path) from e
     os.close(fd)
     try:
         os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it

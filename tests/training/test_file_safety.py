@@ -215,6 +215,20 @@ def test_atomic_writes_get_the_umask_mode(tmp_path, mask):
         assert _mode(f) == want, f
 
 
+def test_a_folder_the_output_cannot_be_created_in_names_the_output(tmp_path, monkeypatch):
+    """A folder the user may not write (EACCES at the temporary's creation): the error names the output,
+    not a temporary name the user never sees (as root, permissions cannot deny it: mkstemp is made to)."""
+    import tempfile
+
+    def refused(prefix, suffix, dir):
+        raise PermissionError(13, "Permission denied", os.path.join(dir, f"{prefix}abc123{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(PermissionError) as raised:
+        atomic_write_text(str(tmp_path / "eval_results.txt"), "x = 1\n")
+    assert raised.value.filename == str(tmp_path / "eval_results.txt")
+
+
 def test_files_that_belong_together_are_replaced_together(tmp_path):
     """SQuAD's predictions.json / nbest_predictions.json, GLUE's test_results.tsv / submit_results.tsv: a
     failure while writing the second (here a text UTF-8 cannot encode) leaves the first one old as well."""
