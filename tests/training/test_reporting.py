@@ -20,6 +20,15 @@ def _call(steps: int) -> dict:
 
 
 @pytest.fixture
+def logged(monkeypatch):
+    """The lines ``reporting`` logs at INFO, whatever absl's verbosity and handlers (an earlier test in
+    the same process may have set them: caplog then sees nothing)."""
+    lines = []
+    monkeypatch.setattr(reporting.logging, "info", lambda message, *args: lines.append(message % args))
+    return lines
+
+
+@pytest.fixture
 def clock(monkeypatch):
     fake = FakeClock()
     monkeypatch.setattr(reporting.time, "time", fake)
@@ -43,15 +52,14 @@ def test_the_first_calls_start_up_is_left_out_of_the_rate_and_eta(clock):
     assert logs["loss"] == pytest.approx(2.0)  # the loss still averages every step, the first one too
 
 
-def test_eta_counts_the_remaining_steps_at_the_measured_rate(clock, caplog):
+def test_eta_counts_the_remaining_steps_at_the_measured_rate(clock, logged):
     interval = reporting.Interval.starting(0, ())
     clock.now += 60.0
     interval.add(_call(1), timed=False)
     clock.now += 9 * 0.5
     interval.add(_call(9))
-    with caplog.at_level("INFO"):
-        _reporter().log(interval, step=10)
-    assert "ETA 8m15s" in caplog.text  # 990 steps * 0.5 s; with the minute of start-up counted: 1h44m...
+    _reporter().log(interval, step=10)
+    assert "ETA 8m15s" in logged[-1]  # 990 steps * 0.5 s; with the minute of start-up counted: 1h44m...
 
 
 def test_a_report_after_the_first_call_alone_still_gives_a_rate(clock):
@@ -70,17 +78,16 @@ def test_later_intervals_are_timed_from_their_start(clock):
     assert logs["steps_per_second"] == pytest.approx(4.0)
 
 
-def test_evaluation_progress_lines_count_batches_rate_and_eta(clock, caplog):
+def test_evaluation_progress_lines_count_batches_rate_and_eta(clock, logged):
     """Evaluation and prediction printed nothing until done; the first batch (tracing) is not timed."""
     progress = reporting.Progress("predicting squad test", total_batches=10)
-    with caplog.at_level("INFO"):
-        clock.now += 40.0
-        progress.add(1, 8)  # due (40 s >= 30 s): the first batch alone, no rate yet
-        clock.now += 20.0
-        progress.add(1, 8)  # not due (20 s since the last line)
-        clock.now += 20.0
-        progress.add(2, 16)  # 3 batches, 24 examples in 40 s timed: 0.6/s; 6 batches left at 40/3 s each
-    assert caplog.messages == ["predicting squad test: batch 1/10",
+    clock.now += 40.0
+    progress.add(1, 8)  # due (40 s >= 30 s): the first batch alone, no rate yet
+    clock.now += 20.0
+    progress.add(1, 8)  # not due (20 s since the last line)
+    clock.now += 20.0
+    progress.add(2, 16)  # 3 batches, 24 examples in 40 s timed: 0.6/s; 6 batches left at 40/3 s each
+    assert logged == ["predicting squad test: batch 1/10",
                                "predicting squad test: batch 4/10, examples/s = 0.6, ETA 1m20s"]
     unknown = reporting.Progress("evaluation")
     unknown.add(1, 4)
@@ -89,7 +96,7 @@ def test_evaluation_progress_lines_count_batches_rate_and_eta(clock, caplog):
     assert unknown.line(clock.now) == "evaluation: batch 2, examples/s = 2.0"
 
 
-def test_gather_logs_progress_with_the_batches_there_are(monkeypatch, caplog):
+def test_gather_logs_progress_with_the_batches_there_are(monkeypatch, logged):
     import numpy as np
     import tensorflow as tf
 
@@ -100,12 +107,11 @@ def test_gather_logs_progress_with_the_batches_there_are(monkeypatch, caplog):
     rows = {"x": np.arange(10), "is_real_example": np.array([1] * 9 + [0])}
     known = tf.data.Dataset.from_tensor_slices(rows).batch(2)  # 5 batches, as its cardinality says
     unknown = known.filter(lambda batch: True)  # cardinality unknown: the caller's count of examples says
-    with caplog.at_level("INFO"):
-        assert runner.gather(known)["x"].tolist() == [2 * i for i in range(10)]
-        lines = [m for m in caplog.messages if m.startswith("evaluation: batch")]
-        assert [line.split(",")[0] for line in lines] == [f"evaluation: batch {i}/5" for i in range(1, 6)]
-        assert "ETA" in lines[-1] and "examples/s = " in lines[-1]
-        caplog.clear()
-        gathered = gather_real_examples(runner, unknown, 9, batch_size=2, task="predicting toy test")
-        assert gathered["x"].tolist() == [2 * i for i in range(9)]
-    assert [m.split(",")[0] for m in caplog.messages] == [f"predicting toy test: batch {i}/5" for i in range(1, 6)]
+    assert runner.gather(known)["x"].tolist() == [2 * i for i in range(10)]
+    lines = [m for m in logged if m.startswith("evaluation: batch")]
+    assert [line.split(",")[0] for line in lines] == [f"evaluation: batch {i}/5" for i in range(1, 6)]
+    assert "ETA" in lines[-1] and "examples/s = " in lines[-1]
+    logged.clear()
+    gathered = gather_real_examples(runner, unknown, 9, batch_size=2, task="predicting toy test")
+    assert gathered["x"].tolist() == [2 * i for i in range(9)]
+    assert [m.split(",")[0] for m in logged] == [f"predicting toy test: batch {i}/5" for i in range(1, 6)]
