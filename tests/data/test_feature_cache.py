@@ -153,7 +153,7 @@ def test_two_splits_cannot_share_a_feature_file(tmp_path):
 def test_a_build_starts_with_a_line_naming_what_it_converts(tmp_path, caplog):
     """Converting a large split printed nothing until it ended (a minute for MNLI): a start line now."""
     path, calls = str(tmp_path / "c.tf_record"), []
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO"), caplog.at_level("INFO", logger="absl"):
         cached_records(path, SCHEMA, {"data": "a"}, _builder(calls), source="train.tsv (mrpc train)")
         assert f"Converting train.tsv (mrpc train) to features: {path}" in caplog.messages
         caplog.clear()
