@@ -36,8 +36,11 @@ def test_ctrl_c_waits_for_the_driver_and_ends_in_one_line(tmp_path):
         except KeyboardInterrupt:
             sys.exit("KeyboardInterrupt escaped")
     """))
+    # Its own group, as a terminal's job: Ctrl-C reaches the demo and its driver. SIGINT at its default, so
+    # that Python turns it into KeyboardInterrupt even when this test runs in a background job (which ignores it).
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)  # its own group: Ctrl-C reaches demo and driver
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = process.stdout.readline()
     deadline = time.time() + 120
     while "step 1/100" not in line and time.time() < deadline:
