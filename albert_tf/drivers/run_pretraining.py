@@ -73,16 +73,14 @@ def _online_mask_id(vocab_size: int) -> int | None:
     if not (FLAGS.spm_model_file or FLAGS.vocab_file):
         return None
     from albert_tf.tokenization import FullTokenizer
+    from albert_tf.vocab_check import check_tokenizer
 
-    flag = "--spm_model_file" if FLAGS.spm_model_file else "--vocab_file"
+    # The drivers' one check that a tokenizer is the model's: then its [MASK] id is inside the embeddings.
+    check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, vocab_size, FLAGS.albert_config_file)
     tokenizer = FullTokenizer(vocab_file=FLAGS.vocab_file, spm_model_file=FLAGS.spm_model_file)
     if "[MASK]" not in tokenizer.vocab:
-        raise ValueError(f"{flag}={FLAGS.spm_model_file or FLAGS.vocab_file} has no [MASK] token")
-    mask_id = tokenizer.vocab["[MASK]"]
-    if mask_id >= vocab_size:
-        raise ValueError(f"{flag}: its [MASK] id {mask_id} is outside vocab_size={vocab_size} of "
-                         f"--albert_config_file={FLAGS.albert_config_file}: not the tokenizer of this model")
-    return mask_id
+        raise ValueError(f"{FLAGS.spm_model_file or FLAGS.vocab_file} has no [MASK] token")
+    return tokenizer.vocab["[MASK]"]
 
 
 @reports_errors
