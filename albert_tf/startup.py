@@ -7,6 +7,10 @@ default that hides
 
 - TensorFlow's C++ log lines (the oneDNN notice, CPU-feature and ``failed call to
   cuInit`` lines), by setting ``TF_CPP_MIN_LOG_LEVEL=3`` unless the user set it;
+- the ``failed call to cuInit`` error record on a machine with CUDA libraries and no GPU even
+  under a ``TF_CPP_MIN_LOG_LEVEL=2`` the user set (a common habit to hide INFO lines): the
+  devices are listed while the import's output is captured, so the record is written then and
+  dropped, instead of appearing beside a driver's one-line error later;
 - the lines Abseil prints before TensorFlow initializes its logging, which no log level
   reaches (``WARNING: All log messages before absl::InitializeLog() ...`` and
   ``Could not find cuda drivers``): standard error is captured while ``tensorflow`` is
@@ -35,9 +39,12 @@ VERBOSE_ENV = "ALBERT_TF_VERBOSE"
 _QUIET_MODULES = ("tensorflow",)
 # Abseil/TensorFlow C++ records at INFO or WARNING: "I0000 00:00:1796095900.338775   18106 file.cc:31] ..."
 _CPP_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
+# CUDA's error record when its libraries are installed but no GPU answers: start-up noise for a CPU run.
+_NO_GPU_RECORD = re.compile(r"^E\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ cuda_\w+\.cc:\d+\] failed call to cuInit: ")
 _NOISE = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"),
     _CPP_RECORD,
+    _NO_GPU_RECORD,
     re.compile(r"^To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags"),
 )
 # Python warnings raised while importing these packages are start-up noise.
@@ -115,6 +122,14 @@ class _QuietLoader(importlib.abc.Loader):
             module.__spec__.loader = self._loader
         with filtered_stderr():
             self._loader.exec_module(module)
+            _list_devices(module)
+
+
+def _list_devices(tensorflow) -> None:
+    """Lists the physical devices, which initializes CUDA (and prints its cuInit record) inside the
+    capture.  Listing leaves the runtime unconfigured: logical devices and threads can still be set."""
+    with contextlib.suppress(Exception):  # a broken device stack is reported where the driver uses it
+        tensorflow.config.list_physical_devices()
 
 
 class _QuietImportFinder(importlib.abc.MetaPathFinder):

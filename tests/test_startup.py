@@ -22,6 +22,9 @@ NOISE = [
     "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the "
     "appropriate compiler flags.\n",
     "I1203 10:11:12.123456   18106 onednn_notice.cc:10] oneDNN custom operations are on.\n",
+    # A machine with CUDA libraries and no GPU (the CI machine), printed when the devices are first listed.
+    "E0000 00:00:1796457126.170106   24320 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+    "Failed call to cuInit: UNKNOWN ERROR (303)\n",
 ]
 KEPT = [
     "convert_checkpoint.py: error: checkpoint not found: /x (expected /x.index, or a directory)\n",
@@ -91,6 +94,26 @@ def test_driver_starts_quietly_and_shows_start_up_lines_on_request(tmp_path, com
     lines = quiet.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(error), quiet.stderr
     assert quiet.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_a_users_log_level_2_shows_no_cuinit_record_beside_the_error_and_devices_stay_configurable():
+    """`export TF_CPP_MIN_LOG_LEVEL=2` hides TensorFlow's INFO lines but shows its errors; on a machine with CUDA
+    libraries and no GPU, CUDA's cuInit record then came out beside a driver's one-line error when the first
+    op ran (CI, stop 48). The quiet start lists the devices inside its capture, which must leave the runtime
+    unconfigured: logical devices and thread counts can still be set afterwards."""
+    script = (
+        "import albert_tf.drivers, sys\n"
+        "import tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "tf.config.threading.set_intra_op_parallelism_threads(1)\n"
+        "assert len(tf.config.list_logical_devices('CPU')) == 2 and int(tf.constant(1) + 1) == 2\n"
+        "sys.exit('some_driver.py: error: --flag: what was expected')\n")
+    env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
+    env.update(PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr == "some_driver.py: error: --flag: what was expected\n"
 
 
 def test_every_launcher_and_console_script_starts_through_the_drivers_package():
