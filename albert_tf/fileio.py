@@ -46,13 +46,15 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
-    `path`, on any error it is removed and the error propagates. For a remote `path`
-    the temporary file is local and is copied up on success (then renamed into place)."""
+    `path` (a symlink's target, for a symlink), on any error it is removed and the error
+    propagates. For a remote `path` the temporary file is local and is copied up on success (then renamed into place)."""
     path = os.fspath(path)
     if is_remote(path):
         with _remote_output(path) as tmp:
             yield tmp
         return
+    if os.path.islink(path):  # the user's link stays a link: written through, as open() would
+        path = os.path.realpath(path)
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     try:

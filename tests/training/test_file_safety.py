@@ -262,6 +262,23 @@ def test_a_folder_at_one_name_of_files_that_belong_together_replaces_none(tmp_pa
     assert sorted(tmp_path.iterdir()) == sorted(names)
 
 
+def test_a_symlinked_output_is_written_through_and_stays_a_link(tmp_path):
+    """A user who links ``eval_results.txt`` or ``test_results.tsv`` to a shared folder keeps the link: the
+    new text goes to the link's target, as the original's open() wrote it (the link was replaced by a
+    regular file and the target kept the old text). A relative link resolves from the link's folder."""
+    run, shared = tmp_path / "run", tmp_path / "shared"
+    run.mkdir(), shared.mkdir()
+    for name in ("eval_results.txt", "test_results.tsv", "submit_results.tsv"):
+        (shared / name).write_text("old")
+        (run / name).symlink_to(os.path.join("..", "shared", name))
+    atomic_write_text(run / "eval_results.txt", "new 1")
+    atomic_write_texts({run / "test_results.tsv": "new 2", run / "submit_results.tsv": "new 3"})
+    for name, text in [("eval_results.txt", "new 1"), ("test_results.tsv", "new 2"), ("submit_results.tsv", "new 3")]:
+        assert (run / name).is_symlink() and (shared / name).read_text() == text
+    assert sorted(p.name for p in shared.iterdir()) == ["eval_results.txt", "submit_results.tsv", "test_results.tsv"]
+    assert len(list(run.iterdir())) == 3  # no temporaries in either folder
+
+
 def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
     """``--output_dir=runs/exp[1]`` beside ``runs/exp1``: as a glob pattern the first matches the second.
     Start-up cleanup, saves, retention and the damage check of the ``exp[1]`` run must see only its own
