@@ -150,8 +150,23 @@ def make_folders(path: str | os.PathLike) -> None:
         return
     try:
         os.makedirs(path, exist_ok=True)
-    except FileExistsError:  # a file (or a dangling link) at the name
+    except (FileExistsError, FileNotFoundError) as e:  # a file, or a link to nothing, at the name or a parent's
+        dangling = _dangling_link(path)
+        if dangling:
+            raise FileNotFoundError(errno.ENOENT, f"a link to {os.readlink(dangling)}, which does not exist",
+                                    dangling) from None
+        if isinstance(e, FileNotFoundError):
+            raise
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
+
+
+def _dangling_link(path: str) -> str | None:
+    """``path`` or the nearest of its parents that is a symlink to nothing, if any."""
+    while path and path != os.path.dirname(path):
+        if os.path.islink(path) and not os.path.exists(path):
+            return path
+        path = os.path.dirname(path)
+    return None
 
 
 def give_umask_modes(folder: str) -> None:

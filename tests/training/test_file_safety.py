@@ -10,7 +10,7 @@ import stat
 import pytest
 import tensorflow as tf
 
-from albert_tf.fileio import atomic_write_text, atomic_write_texts, umask_mode
+from albert_tf.fileio import atomic_write_text, atomic_write_texts, make_folders, umask_mode
 from albert_tf.glue.outputs import RESULTS_LAYOUT
 from albert_tf.errors import RunError
 from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper, CheckpointEvaluator
@@ -277,6 +277,23 @@ def test_a_symlinked_output_is_written_through_and_stays_a_link(tmp_path):
         assert (run / name).is_symlink() and (shared / name).read_text() == text
     assert sorted(p.name for p in shared.iterdir()) == ["eval_results.txt", "submit_results.tsv", "test_results.tsv"]
     assert len(list(run.iterdir())) == 3  # no temporaries in either folder
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_an_output_folder_through_a_link_to_nothing_names_the_link_and_its_target(tmp_path, below):
+    """``--output_dir`` a symlink to a folder not there (a scratch disk not mounted): the error said "Not a
+    directory" (or a bare "No such file") of a name that looks like a folder; it names the link and where
+    it points, and nothing is created at either."""
+    link, target = tmp_path / "out", tmp_path / "scratch" / "run"
+    link.symlink_to(target)
+    with pytest.raises(FileNotFoundError) as raised:
+        make_folders(os.path.join(link, below) if below else link)
+    assert raised.value.filename == str(link) and f"a link to {target}, which does not exist" in str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (tmp_path / "file").write_text("x")  # a file at the name is still told so
+    with pytest.raises(NotADirectoryError) as raised:
+        make_folders(tmp_path / "file")
+    assert raised.value.filename == str(tmp_path / "file")
 
 
 def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
