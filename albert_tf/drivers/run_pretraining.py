@@ -93,6 +93,7 @@ def main(argv) -> int:
     from albert_tf.fileio import absolute
     from albert_tf.training.distribution import worker_info
     from albert_tf.run_lock import output_dir_lock
+    from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
 
     require_flags(FLAGS, *REQUIRED)
     _check_flags()
@@ -101,6 +102,8 @@ def main(argv) -> int:
         check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file,
                                {"max_seq_length": FLAGS.max_seq_length,
                                 "max_predictions_per_seq": FLAGS.max_predictions_per_seq})
+    if FLAGS.do_train:  # before evaluating the folder's checkpoints: a refused run writes nothing there
+        refuse_resuming_the_original(FLAGS.output_dir)
     strategy = strategy_from_flags()
     worker = worker_info(strategy)
     # The run lock before the first write (the evaluation of checkpoints left by an earlier run).

@@ -31,7 +31,7 @@ from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_evaluation import BEST_TRIAL_FILENAME, BestCheckpointKeeper, CheckpointEvaluator
-from albert_tf.training.checkpoint_policy import newest_intact_weights
+from albert_tf.training.checkpoint_policy import newest_intact_weights, refuse_resuming_the_original
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
@@ -240,6 +240,8 @@ class _Runner:
                                                                             job.do_predict)) if wanted])
         if job.do_eval:  # a model.ckpt-best of the user's (a release's) in output_dir: refused before any write
             BestCheckpointKeeper(job.output_dir, task.key_metric).check_ours()
+        if job.do_train:  # the original's run folder: refused before the cache, the evaluation, the state file
+            refuse_resuming_the_original(job.output_dir)
         worker = worker_info(self.strategy)
         take_over = job.train is not None and job.train.take_over_run_lock
         # The lock before the first write (labels.txt, cached features): a refused run writes nothing.

@@ -69,6 +69,30 @@ def checkpoint_candidates(output_dir: str) -> list[str]:
     return sorted(found, key=lambda p: files.step_of(p), reverse=True)
 
 
+def is_original_checkpoint(checkpoint_path: str) -> bool:
+    """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
+    rather than by this loop (an object graph)."""
+    names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names and "global_step" in names
+
+
+def refuse_resuming_the_original(output_dir: str) -> None:
+    """Refuses to train on in a folder whose newest readable checkpoint the original's Estimator wrote: its
+    TF1 names hold no input position and other slot names. Only reads, so a driver calls it before any
+    work (evaluating the folder's checkpoints, repairing its state file), and a refused run changes nothing."""
+    for prefix in checkpoint_candidates(output_dir):
+        try:
+            original = is_original_checkpoint(prefix)
+        except (tf.errors.OpError, ValueError):
+            continue  # an unreadable one: the resume point skips it, naming it
+        if original:
+            raise ValueError(
+                f"{prefix} was written by the original (TF1) code, which this loop does not resume: continue "
+                f"from its weights with --init_checkpoint={prefix} and a new --output_dir (the optimizer's "
+                f"moments and the step start over)")
+        return
+
+
 def newest_intact_weights(output_dir: str) -> str | None:
     """The newest checkpoint of ``output_dir`` whose model weights read back completely (what predict
     and export use; the input state does not matter to them), warning about the damaged ones skipped;

@@ -45,7 +45,7 @@ from albert_tf.errors import RunError
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import dropout_seed_scope  # noqa: F401  (re-exported)
 from albert_tf.training import faults
-from albert_tf.training.checkpoint_policy import CheckpointPolicy
+from albert_tf.training.checkpoint_policy import CheckpointPolicy, is_original_checkpoint, refuse_resuming_the_original
 from albert_tf.data.input_pipeline import TrainInputContext
 from albert_tf.training.distribution import worker_info
 from albert_tf.training.evaluation import ExampleMeans
@@ -98,13 +98,6 @@ class Task:
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
     train_data: str = "the training data"
     train_data_fingerprint: int = 0
-
-
-def _is_original_checkpoint(checkpoint_path: str) -> bool:
-    """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
-    rather than by this loop (an object graph)."""
-    names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names and "global_step" in names
 
 
 @dataclasses.dataclass
@@ -276,7 +269,7 @@ class Trainer:
         """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one of
         the original's (TF1 Estimator names) through the weights' name table. Either way every model
         weight must come from it: a weight left at its initial value would be scored silently."""
-        if _is_original_checkpoint(checkpoint_path):
+        if is_original_checkpoint(checkpoint_path):
             from albert_tf.weights import load_checkpoint
 
             load_checkpoint(self.model, checkpoint_path)
@@ -342,12 +335,8 @@ class Trainer:
     def _train(self) -> TrainResult:
         cfg = self.config
         self._step_settings.check_batch_split()
+        refuse_resuming_the_original(cfg.output_dir)  # before the state file's repair (drivers check earlier)
         latest = self.policy.latest()
-        if latest is not None and _is_original_checkpoint(latest):
-            raise ValueError(
-                f"{latest} was written by the original (TF1) code, which this loop does not resume: continue "
-                f"from its weights with --init_checkpoint={latest} and a new --output_dir (the optimizer's "
-                f"moments and the step start over)")
         data_fingerprint = self.task.train_data_fingerprint
         to_skip, input_prefix = self.policy.input_resume_plan(latest, self._topology, data_fingerprint)
         dataset = self.task.train_dataset_fn(self._input_context(to_skip))

@@ -123,6 +123,35 @@ def test_a_release_folder_as_output_dir_keeps_its_model_ckpt_best(tmp_path, tiny
     assert _tree(release) == before
 
 
+def test_the_originals_run_folder_is_refused_before_any_write(tmp_path, tiny_config_file, spm_model):
+    """Going on with a fine-tuning run the original (TF1 Estimator) began: its checkpoints cannot be resumed
+    (no input position, other slot names). The refusal came when training started, after labels.txt and the
+    feature caches were written, its checkpoints evaluated into eval_results.txt and its state file (gs://
+    paths of a TPU run) rewritten (review 49a #1). Now one line, and the folder is as it was."""
+    import tensorflow as tf
+
+    folder = tmp_path / "original_mrpc"
+    folder.mkdir()
+    with tf.Graph().as_default():  # what the original's Estimator saved: TF1 names and global_step
+        tf.compat.v1.Variable([1.0], name="bert/embeddings/LayerNorm/beta")
+        step = tf.compat.v1.train.get_or_create_global_step()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(step.assign(4))
+            tf.compat.v1.train.Saver().save(session, str(folder / "model.ckpt"), global_step=4)
+    (folder / "checkpoint").write_text('model_checkpoint_path: "gs://bucket/mrpc/model.ckpt-4"\n'
+                                       'all_model_checkpoint_paths: "gs://bucket/mrpc/model.ckpt-4"\n')
+    before = _tree(folder)
+    train, dev = _write_split(tmp_path, "train", 16, 0), _write_split(tmp_path, "dev", 8, 1)
+    proc = run_classifier(*_train_args(tiny_config_file, spm_model, folder, 8), "--do_train", "--do_eval",
+                          f"--train_file={train}", f"--dev_file={dev}", "--text_columns=text")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"run_classifier.py: error: {folder / 'model.ckpt-4'} was written by the original "
+                           f"(TF1) code, which this loop does not resume"), proc.stderr[-3000:]
+    assert _tree(folder) == before
+
+
 def test_missing_inputs_leave_no_output_folder(tmp_path, tiny_config_file, spm_model, driver_errors):
     glue = tmp_path / "glue"
     (glue / "MRPC").mkdir(parents=True)

@@ -216,17 +216,27 @@ def test_evaluating_the_originals_folder_scores_its_weights(original_run, tmp_pa
         assert got[key] == pytest.approx(expected[key], abs=1e-5), key
 
 
-def test_training_in_the_originals_folder_is_refused_in_one_line(original_run, tmp_path):
-    before = {name: (original_run["original"] / name).read_bytes() for name in os.listdir(original_run["original"])}
-    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(original_run["original"]), 6))
+@pytest.mark.parametrize("also_evaluate", [False, True], ids=["train", "train_and_eval"])
+def test_training_in_the_originals_folder_is_refused_in_one_line(original_run, tmp_path, also_evaluate):
+    """Refused before any work: with --do_eval its checkpoints were first evaluated (eval_results.txt,
+    best_trial.txt, model.ckpt-best written into the original's folder), and the state file a TPU run left
+    (gs:// paths) was rewritten with local ones, then the run stopped (review 49a #1)."""
+    folder = tmp_path / "original"
+    folder.mkdir()
+    for name in os.listdir(original_run["original"]):
+        (folder / name).write_bytes((original_run["original"] / name).read_bytes())
+    (folder / "checkpoint").write_text('model_checkpoint_path: "gs://bucket/pretrain/model.ckpt-4"\n'
+                                       'all_model_checkpoint_paths: "gs://bucket/pretrain/model.ckpt-4"\n')
+    before = {name: (folder / name).read_bytes() for name in os.listdir(folder)}
+    extra = ["--do_eval", "--max_eval_steps=2"] if also_evaluate else []
+    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 6), *extra)
     assert done.returncode == 1
-    prefix = original_run["original"] / "model.ckpt-4"
+    prefix = folder / "model.ckpt-4"
     assert _error_line(done.stderr) == (
         f"run_pretraining.py: error: {prefix} was written by the original (TF1) code, which this loop does not "
         f"resume: continue from its weights with --init_checkpoint={prefix} and a new --output_dir (the "
         f"optimizer's moments and the step start over)")
-    after = {name: (original_run["original"] / name).read_bytes() for name in os.listdir(original_run["original"])}
-    assert after == before
+    assert {name: (folder / name).read_bytes() for name in os.listdir(folder)} == before
 
 
 def test_a_config_with_weights_the_checkpoint_lacks_is_not_evaluated(original_run, tmp_path):
