@@ -405,12 +405,24 @@ class Trainer:
                         interval.exclude(time.time() - started)  # examples/s counts training only
                 if stopped:
                     reporter.flush()
-                    message = (f"Stopped by {signals.received or 'a signal on another worker'} at step {step}; "
-                               f"checkpoint {checkpoint_path} written. Rerun the same command to resume.")
-                    logging.warning(message)
-                    raise TrainingInterrupted(message, signals.received)
+                    self._interrupted(signals.received, step, checkpoint_path)
+            if signals.received:  # during the last checkpoint's save hooks (its evaluation): not forgotten
+                reporter.flush()
+                self._interrupted(signals.received, step, checkpoint_path)
         reporter.flush()
         return TrainResult(step, checkpoint_path, logs)
+
+    def _interrupted(self, signal_name: str | None, step: int, checkpoint_path: str | None) -> None:
+        """Ends a stopped run (exit 143/130), saying what a rerun of the same command does."""
+        who = signal_name or "a signal on another worker"
+        if step >= self.config.num_train_steps:
+            message = (f"Stopped by {who} after the last step ({step}); checkpoint {checkpoint_path} written. "
+                       f"Training is done: rerun the same command for what follows it (it does not train again).")
+        else:
+            message = (f"Stopped by {who} at step {step}; checkpoint {checkpoint_path} written. Rerun the same "
+                       f"command to resume.")
+        logging.warning(message)
+        raise TrainingInterrupted(message, signal_name)
 
     # ------------------------------------------------------------------ eval
     def evaluate(

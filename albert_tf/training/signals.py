@@ -61,6 +61,8 @@ def run_interruptibly(fn: Callable[..., Any], *args, signals: StopSignals, stop_
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             result["error"] = e
 
+    if signals.received:  # arrived between loops (a save hook): the loop's first step is its last
+        stop_flag.assign(1.0)
     thread = threading.Thread(target=target, name="albert_tf-train-steps", daemon=True)
     thread.start()
     while thread.is_alive():

@@ -41,3 +41,23 @@ def test_preempted_then_killed_run_resumes_to_the_uninterrupted_weights(
     resumed = dict(np.load(tmp_path / "resumed.npz"))
     assert int(resumed.pop("__global_step__")) == 12
     same_weights(resumed, reference_dropout["weights"], atol=1e-6)
+
+
+def test_sigterm_while_the_last_checkpoint_is_evaluated_still_stops_the_run(toy_process, tmp_path):
+    """A SIGTERM that came while the last checkpoint's save hooks ran (its evaluation: minutes at real size)
+    was logged as "stopping" and then forgotten: exit 0, and fine-tuning went on to predict and export until
+    the scheduler's SIGKILL (review 49a #7). It ends the run with 143 once the hooks are done, saying training
+    is complete; the rerun trains no further. A SIGTERM in an earlier checkpoint's hooks stops at the next step."""
+    out = tmp_path / "run"
+    last = toy_process(out, "--sigterm_in_save_hook=12", name="last")
+    assert last.wait() == 143, last.log()
+    assert "HOOK DONE after SIGTERM" in last.log() and "DONE step" not in last.log().replace("HOOK DONE", "")
+    assert (f"Stopped by SIGTERM after the last step (12); checkpoint {out / 'model.ckpt-12'} written. Training "
+            f"is done: rerun the same command for what follows it (it does not train again).") in last.log()
+    rerun = toy_process(out, name="rerun")
+    assert rerun.wait() == 0, rerun.log()
+    assert "nothing to train" in rerun.log() and "DONE step 12" in rerun.log()
+
+    earlier = toy_process(tmp_path / "earlier", "--sigterm_in_save_hook=4", name="earlier")
+    assert earlier.wait() == 143, earlier.log()
+    assert f"Stopped by SIGTERM at step 5; checkpoint {tmp_path / 'earlier' / 'model.ckpt-5'} written" in earlier.log()

@@ -15,6 +15,8 @@ Errors end the run as in the real drivers (``albert_tf.cli``: one line, exit 1).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 
@@ -241,6 +243,14 @@ def main(argv):
         die_in_save(int(step), point, f.task_index_for_faults)
     trainer = make_trainer(strategy, f.input_file, f.output_dir, eval_file=f.eval_file, hooks=hooks,
                            **{name: getattr(f, name) for name in DEFAULTS})
+    if f.sigterm_in_save_hook is not None:  # SIGTERM while a checkpoint's save hooks run (its evaluation)
+        def signal_during_hook(path, step=f.sigterm_in_save_hook):
+            if path.endswith(f"model.ckpt-{step}"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)  # the hook goes on after the signal (the handler runs in between)
+                print(f"HOOK DONE after SIGTERM at {path}", file=sys.stderr, flush=True)
+
+        trainer.add_save_hook(signal_during_hook)
     result = trainer.train()
     if f.dump:
         results = trainer.evaluate() if f.eval_at_end else {}
@@ -271,6 +281,7 @@ if __name__ == "__main__":
     flags.DEFINE_float("slow_step_seconds", 0.0, "")
     flags.DEFINE_string("die_in_save", None, "STEP:POINT, POINT one of " + ", ".join(SAVE_POINTS))
     flags.DEFINE_integer("task_index_for_faults", 0, "This worker's index (for --die_in_save=STEP:input_state).")
+    flags.DEFINE_integer("sigterm_in_save_hook", None, "Send this process SIGTERM in the save hook of this step.")
     flags.DEFINE_string("dump", None, "Write final weights (npz) and logs (json) here.")
     flags.DEFINE_bool("eval_at_end", False, "")
     flags.DEFINE_string("eval_file", None, "TFRecords for --eval_at_end (default: --input_file).")
