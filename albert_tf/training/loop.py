@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from typing import Any, Callable, Mapping
 
@@ -102,9 +103,27 @@ class Task:
 
 def _is_original_checkpoint(checkpoint_path: str) -> bool:
     """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
-    rather than by this loop (an object graph)."""
+    rather than by this loop (an object graph). One with TF1 names but no ``global_step`` is no run's
+    checkpoint (a converted or released model): neither way of reading a run's checkpoint fits it."""
     names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names and "global_step" in names
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        return False
+    if "global_step" not in names:
+        raise ValueError(
+            f"checkpoint {checkpoint_path} is in TF1 format without global_step, which no training run leaves (a "
+            f"converted or released model?): use its weights with --init_checkpoint={checkpoint_path} and a new "
+            f"--output_dir")
+    return True
+
+
+def _not_restored(error: AssertionError, shown: int = 3) -> str:
+    """On one line, the first weights a checkpoint read left unset, from TensorFlow's assertion (its text
+    holds each variable's value over many lines, or ends its first line in a colon)."""
+    names = [name for name in dict.fromkeys(re.findall(r"<tf\.Variable '([^']+?)(?::\d+)?'", str(error)))
+             if "/replica_" not in name]  # a mirrored weight's other copies
+    if not names:
+        return " ".join(str(error).split())
+    return f"not restored: {', '.join(names[:shown])}{', ...' if len(names) > shown else ''}"
 
 
 @dataclasses.dataclass
@@ -265,7 +284,7 @@ class Trainer:
         except AssertionError as e:
             raise ValueError(
                 f"checkpoint {latest} does not match this model/optimizer (was output_dir used by a "
-                f"different configuration?): {e}") from e
+                f"different configuration?): {_not_restored(e)}") from e
         status.expect_partial()
         if input_prefix is not None:
             input_checkpoint.read(input_prefix).assert_consumed()
@@ -288,7 +307,7 @@ class Trainer:
             status.assert_existing_objects_matched()
         except AssertionError as e:
             raise ValueError(f"checkpoint {checkpoint_path} does not hold every weight of this model (was it "
-                             f"written for another config?): {str(e).splitlines()[0]}") from None
+                             f"written for another config?): {_not_restored(e)}") from None
 
     def _all_weights_finite(self) -> bool:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))
