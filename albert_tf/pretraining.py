@@ -4,6 +4,7 @@ its checkpoints are evaluated (after each save, the best by MLM accuracy kept)."
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from typing import Any, Mapping
 
@@ -177,7 +178,9 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
     try:
         return [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        if "token_boundary" in str(e):
+        # Only a missing feature: records of other lengths also name token_boundary ("Key: token_boundary.
+        # Can't parse serialized Example"), the first feature of the wrong size.
+        if re.search(r"Feature: token_boundary \(.*\) is required but could not be found", str(e)):
             raise ValueError(
                 f"--masked_lm_budget: online masking needs each record's token_boundary, which "
                 f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): make the "

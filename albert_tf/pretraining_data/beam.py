@@ -115,12 +115,15 @@ def data_error_message(error: BaseException) -> str | None:
     return re.sub(r"\s*\[while running '[^']*'\]$", "", found[0].strip())
 
 
-def write_problem_errno(error: BaseException) -> int | None:
-    """The errno of a write the storage refused inside a pipeline failure (a worker's OSError reaches the
-    runner as text: "OSError: [Errno 28] No space left on device [while running ...]"), else None."""
+def write_problem(error: BaseException) -> OSError | None:
+    """The OSError of a write the storage refused inside a pipeline failure (a worker's OSError reaches the
+    runner as text: "OSError: [Errno 28] No space left on device [while running ...]"), else None. It keeps
+    the file the text names: EACCES may be an input a worker cannot read, which is not a write problem."""
     text = "".join(traceback.format_exception(error))
-    codes = [int(code) for code in re.findall(r"\[Errno (\d+)\]", text) if int(code) in WRITE_PROBLEMS]
-    return codes[0] if codes else None
+    for code, reason, _, filename in re.findall(r"\[Errno (\d+)\] ([^:\n[]*)(?:: (['\"])(.*?)\3)?", text):
+        if int(code) in WRITE_PROBLEMS:
+            return OSError(int(code), reason.strip(), filename or None)
+    return None
 
 
 def checked_pipeline_options(text: str):
@@ -176,9 +179,9 @@ def _run_quietly(pipeline):
             message = data_error_message(error)
             if message is not None:
                 raise PretrainingDataError(message) from None
-            code = write_problem_errno(error)
-            if code is not None:  # a worker could not write (full disk, ...): the local tool's line, below
-                raise OSError(code, os.strerror(code)) from None
+            problem = write_problem(error)
+            if problem is not None:  # a worker could not write (full disk, ...): the local tool's line, below
+                raise problem from None
             log.seek(0)
             sys.stderr.write(log.read().decode(errors="replace"))
             raise

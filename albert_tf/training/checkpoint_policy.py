@@ -71,9 +71,17 @@ def checkpoint_candidates(output_dir: str) -> list[str]:
 
 def is_original_checkpoint(checkpoint_path: str) -> bool:
     """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
-    rather than by this loop (an object graph)."""
+    rather than by this loop (an object graph). One with TF1 names but no ``global_step`` is no run's
+    checkpoint (a converted or released model): neither way of reading a run's checkpoint fits it."""
     names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in names and "global_step" in names
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        return False
+    if "global_step" not in names:
+        raise ValueError(
+            f"checkpoint {checkpoint_path} is in TF1 format without global_step, which no training run leaves (a "
+            f"converted or released model?): use its weights with --init_checkpoint={checkpoint_path} and a new "
+            f"--output_dir")
+    return True
 
 
 def refuse_resuming_the_original(output_dir: str) -> None:
@@ -82,8 +90,8 @@ def refuse_resuming_the_original(output_dir: str) -> None:
     work (evaluating the folder's checkpoints, repairing its state file), and a refused run changes nothing."""
     for prefix in checkpoint_candidates(output_dir):
         try:
-            original = is_original_checkpoint(prefix)
-        except (tf.errors.OpError, ValueError):
+            original = is_original_checkpoint(prefix)  # or ValueError: TF1 names without global_step
+        except (tf.errors.OpError, RuntimeError):
             continue  # an unreadable one: the resume point skips it, naming it
         if original:
             raise ValueError(

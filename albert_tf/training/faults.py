@@ -62,10 +62,12 @@ def free_bytes(path: str) -> int | None:
 
 
 def disk_full_error(path: str, needed_bytes: int, previous: str | None,
-                    reason: str = "no space left on the device") -> DiskFullError:
+                    reason: str = _OUT_OF_ROOM[errno.ENOSPC][1]) -> DiskFullError:
+    kept = f"{previous} is intact and a rerun resumes from it" if previous else "no earlier checkpoint"
+    if reason != _OUT_OF_ROOM[errno.ENOSPC][1]:  # a quota or a file size limit: the free space is beside the point
+        return DiskFullError(f"{reason} writing checkpoint {path} of about {_mib(needed_bytes)}; {kept}")
     free = free_bytes(os.path.dirname(path) or ".")
     have = "" if free is None else f", {_mib(free)} free"
-    kept = f"{previous} is intact and a rerun resumes from it" if previous else "no earlier checkpoint"
     return DiskFullError(f"{reason} writing checkpoint {path}: it needs about "
                          f"{_mib(needed_bytes)} free{have}; {kept}")
 

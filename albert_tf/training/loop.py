@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from typing import Any, Callable, Mapping
 
@@ -98,6 +99,16 @@ class Task:
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
     train_data: str = "the training data"
     train_data_fingerprint: int = 0
+
+
+def _not_restored(error: AssertionError, shown: int = 3) -> str:
+    """On one line, the first weights a checkpoint read left unset, from TensorFlow's assertion (its text
+    holds each variable's value over many lines, or ends its first line in a colon)."""
+    names = [name for name in dict.fromkeys(re.findall(r"<tf\.Variable '([^']+?)(?::\d+)?'", str(error)))
+             if "/replica_" not in name]  # a mirrored weight's other copies
+    if not names:
+        return " ".join(str(error).split())
+    return f"not restored: {', '.join(names[:shown])}{', ...' if len(names) > shown else ''}"
 
 
 @dataclasses.dataclass
@@ -258,7 +269,7 @@ class Trainer:
         except AssertionError as e:
             raise ValueError(
                 f"checkpoint {latest} does not match this model/optimizer (was output_dir used by a "
-                f"different configuration?): {e}") from e
+                f"different configuration?): {_not_restored(e)}") from e
         status.expect_partial()
         if input_prefix is not None:
             input_checkpoint.read(input_prefix).assert_consumed()
@@ -281,7 +292,7 @@ class Trainer:
             status.assert_existing_objects_matched()
         except AssertionError as e:
             raise ValueError(f"checkpoint {checkpoint_path} does not hold every weight of this model (was it "
-                             f"written for another config?): {str(e).splitlines()[0]}") from None
+                             f"written for another config?): {_not_restored(e)}") from None
 
     def _all_weights_finite(self) -> bool:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.variables]))

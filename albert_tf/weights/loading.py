@@ -65,10 +65,17 @@ def checkpoint_step(path: str) -> int:
         return step
     if hf.is_hf_checkpoint(path):
         return 0
-    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
-    for name in STEP_VARIABLES:
-        if reader.has_tensor(name):
-            return int(reader.get_tensor(name))
+    # Only global_step is read: checking every tensor (resolve_checkpoint) would read the whole checkpoint
+    # once more, and the load that follows reads the weights and reports their damage anyway.
+    prefix = find_checkpoint(path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in STEP_VARIABLES:
+            if reader.has_tensor(name):
+                return int(reader.get_tensor(name))
+    except (tf.errors.OpError, RuntimeError):  # the reader leaves some errors (a bad checksum) RuntimeError
+        resolve_checkpoint(path)  # a damaged index or step: the one line naming the file
+        raise
     return 0
 
 

@@ -160,6 +160,32 @@ def test_beam_errors_are_the_local_tool_s(tmp_path, make_config, spm_model):
     assert messages[1].startswith("no text found") and "--max_seq_length=4 is too small" in messages[2]
 
 
+def test_an_input_a_worker_cannot_read_keeps_its_own_error(tmp_path, make_config, spm_model, monkeypatch):
+    """Beam checks no input before its workers read them: a worker refused reading one (EACCES, simulated
+    as root cannot be refused) is named as that input's read error, as with the local runner, not as an
+    output that cannot be written."""
+    from albert_tf.pretraining_data import beam_io
+
+    readable, unreadable = tmp_path / "a.txt", tmp_path / "b.txt"
+    for path in (readable, unreadable):
+        path.write_text("A first sentence here.\nAnother one there.\n\nNext document.\nIts end.\n", encoding="utf-8")
+    refused = PermissionError(13, "Permission denied", str(unreadable))
+    real_open = beam_io._open
+
+    def worker_open(path):
+        if os.path.abspath(path) == str(unreadable):
+            raise PermissionError(refused.errno, refused.strerror, refused.filename)
+        return real_open(path)
+    monkeypatch.setattr(beam_io, "_open", worker_open)
+    out = tmp_path / "out" / "data.tfrecord"
+    config = make_config(readable, spm_model, [out], input_files=(str(readable), str(unreadable)))
+    with pytest.raises(OSError) as caught:
+        create_pretraining_data_beam(config, IN_MEMORY)
+    assert not isinstance(caught.value, PretrainingDataError)
+    assert str(caught.value) == str(refused)  # "[Errno 13] Permission denied: '.../b.txt'"
+    assert not out.parent.exists() or os.listdir(out.parent) == []
+
+
 def test_cli_runner_beam_writes_the_local_files(tmp_path, shared, spm_model):
     sample = shared("data", "corpus", "sample_text.txt")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))

@@ -196,6 +196,16 @@ def test_bert_format_records_train_on_their_own_masks(records, tmp_path):
         pretraining_task(CONFIG, bert, SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
 
 
+def test_online_masking_on_records_of_another_length_names_the_settings(records):
+    """Records with token_boundary but of another --max_seq_length (the original's tool leaves no summary
+    beside them) are records of other settings, not BERT's records without token_boundary."""
+    with pytest.raises(ValueError) as raised:
+        pretraining_task(CONFIG, records, SEQ // 2, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+    message = str(raised.value)
+    assert "written for other settings (--max_seq_length, --max_predictions_per_seq)" in message
+    assert "BERT" not in message and "lacks" not in message
+
+
 def _unmasked(example):
     """The record as create_pretraining_data.py --masked_lm_prob=0 writes it: original tokens, no masks."""
     feature = example.features.feature

@@ -199,7 +199,7 @@ def original_run(data, tmp_path_factory):
     original = root / "original"
     original.mkdir()
     _estimator_folder(str(converted), original, step=4)
-    return {"ours": ours, "original": original, "data": data}
+    return {"ours": ours, "original": original, "converted": converted, "data": data}
 
 
 def test_evaluating_the_originals_folder_scores_its_weights(original_run, tmp_path):
@@ -255,4 +255,32 @@ def test_a_config_with_weights_the_checkpoint_lacks_is_not_evaluated(original_ru
     assert _error_line(done.stderr).startswith(
         f"run_pretraining.py: error: checkpoint {folder / 'model.ckpt-4'} does not hold every weight of this model "
         f"(was it written for another config?)")
+    # The weights it lacks by name (TensorFlow's text ends its first line in a variable's value)
+    assert re.search(r"\?\): not restored: (albert/group_1_[^ ,]+, ){3}\.\.\.$", _error_line(done.stderr)), done.stderr
     assert not (folder / "eval_results.txt").exists()
+
+
+def test_a_tf1_checkpoint_without_global_step_is_refused_naming_the_way_to_use_it(original_run, tmp_path):
+    """A converted (or released) model copied in as model.ckpt-N: TF1 names but no global_step, so neither a
+    run of the original nor of this loop; it was refused with an empty list of unrestored objects."""
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    converted = original_run["converted"]
+    for name in os.listdir(converted.parent):
+        if name.startswith("model.ckpt."):
+            (folder / name.replace("model.ckpt.", "model.ckpt-4.")).write_bytes((converted.parent / name).read_bytes())
+    assert "global_step" not in tf.train.load_checkpoint(str(folder / "model.ckpt-4")).get_variable_to_shape_map()
+    prefix = folder / "model.ckpt-4"
+    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 4), "--nodo_train",
+                "--do_eval", "--max_eval_steps=2")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _error_line(done.stderr) == (
+        f"run_pretraining.py: error: checkpoint {prefix} is in TF1 format without global_step, which no training "
+        f"run leaves (a converted or released model?): use its weights with --init_checkpoint={prefix} and a new "
+        f"--output_dir")
+    assert sorted(os.listdir(folder)) == ["model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index"]
+    # Training there: the same line before any work (a state file was written first).
+    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 6))
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert _error_line(done.stderr).startswith(f"run_pretraining.py: error: checkpoint {prefix} is in TF1 format")
+    assert sorted(os.listdir(folder)) == ["model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index"]

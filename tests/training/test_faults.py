@@ -128,7 +128,7 @@ def test_a_quota_or_a_file_size_limit_while_saving_is_a_full_disk(tmp_path, monk
     """EDQUOT (a cluster's quota) and EFBIG (FAT32's 4 GiB, ulimit -f) are the storage out of room, as
     ENOSPC: one line saying which, what was written of the checkpoint removed, the previous one the resume
     point (they were a raw TensorFlow error naming a temporary, and left the input position files)."""
-    policy = CheckpointPolicy(str(tmp_path), 4, 2, WorkerInfo(1, 0, True))
+    policy = CheckpointPolicy(str(tmp_path), 4, 2, WorkerInfo(1, 0, True), size_estimate=lambda: 12_345_678)
     model = tf.train.Checkpoint(w=tf.Variable([1.0, 2.0]))
     position = tf.train.Checkpoint(p=tf.Variable(3))
     previous = policy.save(4, model, position)
@@ -145,6 +145,10 @@ def test_a_quota_or_a_file_size_limit_while_saving_is_a_full_disk(tmp_path, monk
         policy.save(8, model, position)
     message = str(raised.value)
     assert message.startswith(f"{reason}") and str(tmp_path / "model.ckpt-8") in message and "\n" not in message
+    # The free space is no reason for a quota or a file size limit ("it needs about 11.8 MiB free, 78054.3 MiB
+    # free" read as a contradiction): the checkpoint's size only.
+    assert f"writing checkpoint {tmp_path / 'model.ckpt-8'} of about 11.8 MiB;" in message
+    assert "free" not in message
     assert f"{previous} is intact and a rerun resumes from it" in message
     assert sorted(p.name for p in tmp_path.glob("model.ckpt-8*")) == [] and not list(tmp_path.glob("*.tmp-*"))
     assert faults.is_disk_full(OSError(errno.ENOSPC, "x")) and not faults.is_disk_full(OSError(errno.EACCES, "x"))

@@ -283,3 +283,36 @@ def test_checkpoint_step_reads_the_step_the_checkpoint_holds(tmp_path):
     assert checkpoint_step(str(tmp_path / "tf1" / "fine_tuned")) == 21
     assert checkpoint_step(str(tmp_path / "release" / "model.ckpt")) == 0
     assert checkpoint_step(str(tmp_path / "elsewhere" / "model.ckpt-5")) == 5  # the name says it: not read
+
+
+def test_checkpoint_step_reads_only_the_step(tmp_path, monkeypatch):
+    """model.ckpt-best's step is read on every predict and external evaluation: only global_step, not every
+    tensor once more (the damage check read back gigabytes of weights and slots to get one number). A
+    weight damaged on disk is then no error here: the load that follows reads the weights and reports it."""
+    from tensorflow.python.training import py_checkpoint_reader
+
+    from albert_tf.weights import checkpoint_step
+
+    prefix = str(tmp_path / "model.ckpt-best")
+    tf.train.Checkpoint(global_step=tf.Variable(1234, dtype=tf.int64), w=tf.Variable(tf.fill([1000], 1.5))).write(prefix)
+    expected = int(tf.train.load_variable(prefix, "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
+    data = tmp_path / "model.ckpt-best.data-00000-of-00001"
+    content = data.read_bytes()
+    weight = content.index(bytes.fromhex("0000c03f") * 1000)  # the weight's 1.5s; its checksum fails now
+    data.write_bytes(content[:weight] + bytes(4000) + content[weight + 4000:])
+    with pytest.raises((tf.errors.OpError, RuntimeError), match="Checksum does not match"):
+        tf.train.load_variable(prefix, "w/.ATTRIBUTES/VARIABLE_VALUE")
+    read, get_tensor = [], py_checkpoint_reader.CheckpointReader.get_tensor
+    restore = tf.raw_ops.RestoreV2
+
+    def counted_get_tensor(self, name):
+        read.append(name)
+        return get_tensor(self, name)
+
+    def counted_restore(**kwargs):
+        read.extend(kwargs["tensor_names"])
+        return restore(**kwargs)
+    monkeypatch.setattr(py_checkpoint_reader.CheckpointReader, "get_tensor", counted_get_tensor)
+    monkeypatch.setattr(tf.raw_ops, "RestoreV2", counted_restore)
+    assert checkpoint_step(prefix) == expected == 1234
+    assert read == ["global_step/.ATTRIBUTES/VARIABLE_VALUE"]
