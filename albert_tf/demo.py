@@ -75,8 +75,10 @@ class Demo:
         log_path = self.path("logs", os.path.splitext(script)[0] + ".log")
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         # The drivers start quietly themselves (albert_tf.startup; ALBERT_TF_VERBOSE=1 reaches them too).
+        # Their own session: a SIGINT reaches the driver only as the demo forwards it (``interrupted``), once,
+        # whether it came from the terminal (to the whole group) or from `kill -INT <demo pid>`.
         process = subprocess.Popen([sys.executable, os.path.join(REPO, script), *args], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, cwd=self.out)
+                                   stderr=subprocess.STDOUT, text=True, cwd=self.out, start_new_session=True)
         lines = []
         try:
             with open(log_path, "a", encoding="utf-8") as log:
@@ -96,13 +98,20 @@ class Demo:
         return "".join(lines)
 
     def interrupted(self, script: str, process: subprocess.Popen, log_path: str) -> None:
-        """Ctrl-C reached the driver too (one process group): it stops after its step, writing a checkpoint.
-        Waits for it, then ends the demo in one line with the status of a process SIGINT ended."""
+        """SIGINT (Ctrl-C, or `kill -INT` of the demo alone): passes it on to the driver, which stops after its
+        step, writing a checkpoint. Waits for it (its output still goes to its log, so that it never blocks on a
+        full pipe), then ends the demo in one line with the status of a process SIGINT ended. A second SIGINT
+        kills the driver."""
+        process.send_signal(signal.SIGINT)
         print(f"\ndemo: interrupted; waiting for {script} to stop after its current step "
               f"(Ctrl-C again aborts it at once)", file=sys.stderr, flush=True)
         try:
+            with open(log_path, "a", encoding="utf-8") as log:
+                for line in process.stdout:
+                    log.write(line)
             process.wait()
-        except KeyboardInterrupt:  # the second Ctrl-C aborts the driver as well
+        except KeyboardInterrupt:
+            process.kill()
             process.wait()
         print(f"demo: interrupted during {script}: the outputs so far are in {self.out} (its log: {log_path}); "
               f"`make demo` again starts in a new folder", file=sys.stderr, flush=True)

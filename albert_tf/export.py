@@ -184,7 +184,8 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
                       max_seq_length: int = 128, serving_precision: str = DEFAULT_SERVING_PRECISION) -> str:
     """Writes the SavedModel to `export_path` (via a temporary folder, then a rename), replacing an
     earlier export there; anything else there is refused (``check_export_path``).
-    `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`)."""
+    `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`).
+    Returns `export_path` (absolute when local; a symlink's own path, not its target)."""
     check_export_path(export_path)
     if bool(spm_model_file) == bool(vocab_file):
         raise ValueError("give exactly one of spm_model_file (SentencePiece) or vocab_file (WordPiece)")
@@ -215,6 +216,7 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         return export_path
     # Through a symlink (a serving path pointing at a version folder): into its target, as the original's
     # save into the path did; renaming the link aside would leave the target stale and a stray link.
+    given = os.path.abspath(export_path)  # what the user named, for the summary line
     export_path = os.path.realpath(export_path)
     tmp, old = f"{export_path}{unique}-export", f"{export_path}{unique}-old"
     os.makedirs(os.path.dirname(export_path), exist_ok=True)
@@ -235,7 +237,7 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         _remove(tmp)
         _remove(old)
         shutil.rmtree(config_dir, ignore_errors=True)
-    return export_path
+    return given
 
 
 def _recover_killed_export(export_path: str) -> None:

@@ -18,7 +18,7 @@ from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.data.input_pipeline import expand_file_patterns, make_tfrecord_dataset
 from albert_tf.training.loop import Task, Trainer
-from albert_tf.training.results import ResultsLayout, as_float32
+from albert_tf.training.results import ResultsLayout, as_float32, format_inline
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss")
@@ -246,7 +246,7 @@ def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> Checkp
     def evaluate(checkpoint_path: str) -> dict[str, Any]:
         # float32, as the original's Estimator metrics: eval_results.txt prints them as it did
         results = as_float32(eval_summary(trainer.evaluate(max_eval_steps, checkpoint_path=checkpoint_path)))
-        print(f"eval {os.path.basename(checkpoint_path)}: " + ", ".join(f"{k} = {v:.6g}" for k, v in results.items()))
+        print(f"eval {os.path.basename(checkpoint_path)}: {format_inline(results)}")
         return results
 
     return CheckpointEvaluator(trainer.config.output_dir, evaluate, KEY_METRIC, RESULTS_LAYOUT,

@@ -35,7 +35,7 @@ from albert_tf.training.checkpoint_policy import newest_intact_weights, refuse_r
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
-from albert_tf.training.results import EVAL_RESULTS_FILE
+from albert_tf.training.results import EVAL_RESULTS_FILE, format_inline
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
@@ -160,7 +160,7 @@ class _Runner:
                           {k: v for k, v in results.items() if k not in ("global_step", "num_examples")
                            and isinstance(v, (int, float, np.number))})
             logging.info("Eval results at step %d: %s", step,
-                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+                         format_inline(dict(sorted(results.items()))))
             return results
 
         return evaluate

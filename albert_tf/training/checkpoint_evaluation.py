@@ -12,6 +12,7 @@ import math
 import os
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -73,12 +74,15 @@ class BestCheckpointKeeper:
         rerun evaluates the step again (at worst a repeated results block, never a lost one)."""
         if self.metric not in results:
             raise KeyError(f"eval results have no {self.metric!r} (got {', '.join(sorted(results))})")
-        # The value as written (float32 metrics print as the original's str(np.float32)): best_trial.txt's
-        # best is compared with the next checkpoint's as both were written, so equal values stay equal.
-        value = float(format_value(results[self.metric]))
+        # Both sides as this version writes them (float32 metrics print as the original's str(np.float32)),
+        # so equal values stay equal: also a best that an earlier version wrote as a float64 repr
+        # (0.6666666666666666, where the equal float32 prints 0.6666667).
+        kind = type(results[self.metric]) if isinstance(results[self.metric], np.floating) else float
+        value = _as_written(results[self.metric], kind)
         step = files.step_of(checkpoint_path)
         step = -1 if step is None else step
         _, best_step, best = self.read()
+        best = None if best is None else _as_written(best, kind)
         # A NaN metric is never the best (and a NaN best could never be beaten: every comparison is False).
         better = not math.isnan(value) and (best is None or (value > best if self.higher_is_better
                                                                else value < best))
@@ -107,6 +111,11 @@ class BestCheckpointKeeper:
             raise faults.DiskFullError(
                 f"{reason} copying {checkpoint_path} to {self.best_prefix} (the best so far): "
                 f"the previous best is unchanged; free space and rerun to evaluate again") from e
+
+
+def _as_written(number: Any, kind: type) -> float:
+    """``number`` as ``best_trial.txt`` holds a value of type ``kind`` (its ``format_value`` text)."""
+    return float(format_value(kind(number)))
 
 
 class CheckpointEvaluator:

@@ -56,6 +56,12 @@ def format_value(value) -> str:
     return str(value)
 
 
+def format_inline(results: Mapping[str, object]) -> str:
+    """``key = value, ...`` in the given order, each value as the result files print it (``format_value``):
+    a log line shows the digits eval_results.txt has, as the original's ``str(result[key])`` did."""
+    return ", ".join(f"{key} = {format_value(value)}" for key, value in results.items())
+
+
 def as_float32(results: Mapping[str, object]) -> dict[str, object]:
     """``results`` with each float as ``np.float32``, the type of the original Estimator's metrics, so
     that they print as its eval_results.txt did (``format_value``); the extra float64 digits are below

@@ -55,6 +55,42 @@ def test_ctrl_c_waits_for_the_driver_and_ends_in_one_line(tmp_path):
     assert last.startswith(f"demo: interrupted during slow_driver.py: the outputs so far are in {tmp_path / 'out'}")
 
 
+def test_sigint_to_the_demo_alone_is_passed_on_to_its_driver(tmp_path):
+    """`kill -INT <demo pid>` from a script or a scheduler reaches the demo only, not its process group: the
+    demo passes it on, so the driver stops after its step (instead of running to its end) and the demo ends in
+    one line with 130."""
+    (tmp_path / "slow_driver.py").write_text(
+        "import os\nopen('driver.pid', 'w').write(str(os.getpid()))\n" + SLOW_DRIVER)
+    script = tmp_path / "demo_step.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
+        from albert_tf import demo
+        demo.REPO = {str(tmp_path)!r}
+        demo.Demo({str(tmp_path / "out")!r}, quick=True).driver("slow_driver.py")
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = process.stdout.readline()
+        while line and "step 1/100" not in line:
+            line = process.stdout.readline()
+        assert "step 1/100" in line, process.stderr.read()
+        os.kill(process.pid, signal.SIGINT)  # the demo's pid only
+        stdout, stderr = process.communicate(timeout=120)  # the driver alone never ends: a hang fails here
+    except BaseException:  # leave no demo or driver running
+        driver = tmp_path / "out" / "driver.pid"
+        for pid in (process.pid, *([int(driver.read_text())] if driver.exists() else [])):
+            os.kill(pid, signal.SIGKILL)
+        raise
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert (tmp_path / "out" / "stopped-cleanly").exists()  # the driver's own stop, after its step
+    assert stderr.strip().splitlines()[-1].startswith(
+        f"demo: interrupted during slow_driver.py: the outputs so far are in {tmp_path / 'out'}"), stderr
+
+
 def test_an_output_folder_it_cannot_create_is_one_line(tmp_path):
     (tmp_path / "a_file").write_text("not a folder")
     done = subprocess.run([sys.executable, "-m", "albert_tf.demo", f"--output_dir={tmp_path / 'a_file' / 'out'}"],

@@ -437,7 +437,21 @@ def test_a_symlinked_export_path_is_exported_through(exported, tmp_path):
     stray = real / f"v1.tmp-{'c' * 32}-old"  # what the earlier code left beside a linked path
     stray.symlink_to("v1")
     assert export.export_hub_module(model, str(tmp_path / "latest"), spm_model_file=spm, max_seq_length=SEQ,
-                                    serving_precision="bfloat16") == str(real / "v1")
+                                    serving_precision="bfloat16") == str(tmp_path / "latest")
     assert os.readlink(tmp_path / "latest") == "real/v1"
     assert (real / "v1" / "saved_model.pb").read_bytes() != first  # the bfloat16 graph, in the target
     assert sorted(os.listdir(tmp_path)) == ["latest", "real"] and os.listdir(real) == ["v1"]
+
+
+def test_the_summary_names_a_symlinked_export_path_as_given(exported, tmp_path):
+    """export_model.py's closing line names the --export_path the user gave (a serving link), not the
+    version folder it points at, which the export went into."""
+    folder, _, spm = exported
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "current").symlink_to("v1")
+    done = _export(folder, spm, tmp_path / "current")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "v1" / "saved_model.pb").exists()
+    summary = [line for line in done.stdout.splitlines() if line.startswith("exported SavedModel")]
+    assert summary == [f"exported SavedModel (float32) to {tmp_path / 'current'} "
+                       f"(signatures: tokens, mlm, sop, tokenization_info, serving_default)"]

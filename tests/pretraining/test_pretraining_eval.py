@@ -73,6 +73,7 @@ def evaluated(tmp_path_factory):
          "--max_eval_steps=100"],
         capture_output=True, text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
+    (folder / "stdout.txt").write_text(done.stdout)
     return output_dir
 
 
@@ -104,6 +105,23 @@ def test_best_checkpoint_has_the_highest_masked_lm_accuracy(evaluated):
     assert best.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == best_step
     last, step, value = (evaluated / "best_trial.txt").read_text().split(":")
     assert (int(last), int(step)) == (30, 20) and float(value) == pytest.approx(max(accuracies))
+
+
+def test_each_eval_line_prints_the_digits_eval_results_txt_has(evaluated):
+    """The original logged str(result[key]) of its float32 metrics: each checkpoint's line shows the
+    text of its eval_results.txt block, not fewer digits (10.8456 for 10.845612)."""
+    printed = [line.split(": ", 1) for line in (evaluated.parent / "stdout.txt").read_text().splitlines()
+               if line.startswith("eval model.ckpt-")]
+    assert [name for name, _ in printed] == ["eval model.ckpt-10", "eval model.ckpt-20", "eval model.ckpt-30"]
+    blocks = []
+    for line in (evaluated / "eval_results.txt").read_text().splitlines():
+        key, value = line.split(" = ")
+        if key == "global_step":
+            blocks.append({})
+        blocks[-1][key] = value
+    for (_, values), block in zip(printed, blocks):
+        assert dict(pair.split(" = ") for pair in values.split(", ")) == block
+        assert all(text == str(np.float32(text)) for key, text in block.items() if key != "global_step")
 
 
 _EVAL_ON_A_TOPOLOGY = r'''

@@ -311,3 +311,25 @@ def test_best_is_compared_as_written_so_a_float32_tie_is_no_win(tmp_path):
     assert not keeper.update(str(tmp_path / "model.ckpt-20"), {"eval_accuracy": np.float32(0.1)})
     assert (tmp_path / "best_trial.txt").read_text() == "20:10:0.1"
     assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 10.0
+
+
+@pytest.mark.parametrize("metric,higher_is_better,fraction", [
+    ("eval_accuracy", True, 2 / 3),   # float32 text 0.6666667 > 0.6666666666666666
+    ("eval_loss", False, 1 / 9),      # float32 text 0.11111111 < 0.1111111111111111
+])
+def test_a_best_an_earlier_version_wrote_as_float64_ties_with_the_equal_float32(
+        tmp_path, metric, higher_is_better, fraction):
+    """A resumed run: best_trial.txt from a version that wrote the best as a float64 repr; the next
+    checkpoint scores the same fraction, now a float32 metric. A tie is no win (the original's strict
+    comparison), whichever way float32 rounds it, so model.ckpt-best stays the earlier checkpoint."""
+    from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper
+
+    for step in (100, 200):
+        tf.train.Checkpoint(w=tf.Variable([float(step)])).write(str(tmp_path / f"model.ckpt-{step}"))
+    for suffix in (".index", ".data-00000-of-00001"):
+        (tmp_path / f"model.ckpt-best{suffix}").write_bytes((tmp_path / f"model.ckpt-100{suffix}").read_bytes())
+    (tmp_path / "best_trial.txt").write_text(f"100:100:{fraction!r}")
+    keeper = BestCheckpointKeeper(str(tmp_path), metric, higher_is_better)
+    assert not keeper.update(str(tmp_path / "model.ckpt-200"), {metric: np.float32(fraction)})
+    assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 100.0
+    assert (tmp_path / "best_trial.txt").read_text().split(":")[:2] == ["200", "100"]
