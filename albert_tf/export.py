@@ -46,15 +46,51 @@ VARIABLES_ATTRIBUTE = "tf1_variables"
 
 # What tf.saved_model.save writes into a folder: an export of ours holds these and nothing else.
 SAVED_MODEL_ENTRIES = frozenset({"saved_model.pb", "fingerprint.pb", "variables", "assets"})
+# What it writes into variables/: the checkpoint's index and data shards.
+VARIABLES_FILE = re.compile(r"variables\.index|variables\.data-\d+-of-\d+")
+
+
+def _saved_assets(path: str) -> set[str] | None:
+    """The asset file names ``saved_model.pb`` references (the tokenizer and ``albert_config.json`` for
+    an export of ours); None when there is no readable ``saved_model.pb``."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    try:
+        with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+            saved.ParseFromString(f.read())
+    except (tf.errors.OpError, OSError, ValueError):  # missing, unreadable or not a SavedModel (DecodeError)
+        return None
+    return {asset.filename for graph in saved.meta_graphs for asset in graph.asset_file_def}
+
+
+def foreign_entries(path: str) -> list[str]:
+    """What in the folder ``path`` an export of ours did not write, as paths relative to it: replacing
+    the folder would delete them. Checks the whole tree: a user's ``assets/labels.txt`` counts."""
+    entries = sorted(e.rstrip("/") for e in tf.io.gfile.listdir(path))
+    foreign = [e for e in entries if e not in SAVED_MODEL_ENTRIES]
+    assets = _saved_assets(path)
+    if assets is None or CONFIG_ASSET not in assets:
+        return foreign or entries  # not a SavedModel of ours: everything in it is someone else's
+    allowed = {"variables": VARIABLES_FILE.fullmatch, "assets": assets.__contains__}
+    for folder in sorted(set(entries) & set(allowed)):
+        inner = os.path.join(path, folder)
+        if not tf.io.gfile.isdir(inner):
+            foreign.append(folder)
+            continue
+        for name in sorted(e.rstrip("/") for e in tf.io.gfile.listdir(inner)):
+            # A subfolder is never ours (the export writes flat folders).
+            if tf.io.gfile.isdir(os.path.join(inner, name)) or not allowed[folder](name):
+                foreign.append(f"{folder}/{name}")
+    return foreign
 
 
 def is_hub_export(path: str) -> bool:
     """Whether the folder ``path`` is an earlier export of ours: a SavedModel (``saved_model.pb``) with
-    our config asset and nothing that tf.saved_model.save does not write."""
-    entries = set(tf.io.gfile.listdir(path))
-    entries = {e.rstrip("/") for e in entries}
-    return ("saved_model.pb" in entries and entries <= SAVED_MODEL_ENTRIES
-            and tf.io.gfile.exists(os.path.join(path, "assets", CONFIG_ASSET)))
+    our config asset and nothing, at any depth, that the export does not write."""
+    entries = {e.rstrip("/") for e in tf.io.gfile.listdir(path)}
+    return ("saved_model.pb" in entries and tf.io.gfile.exists(os.path.join(path, "assets", CONFIG_ASSET))
+            and not foreign_entries(path))
 
 
 def check_export_path(export_path: str) -> None:
@@ -65,9 +101,9 @@ def check_export_path(export_path: str) -> None:
     if not tf.io.gfile.isdir(export_path):
         raise ValueError(f"--export_path={export_path} is a file; expected a folder for the SavedModel "
                          f"(a new one, or an earlier export to replace)")
-    entries = sorted(e.rstrip("/") for e in tf.io.gfile.listdir(export_path))
+    entries = tf.io.gfile.listdir(export_path)
     if entries and not is_hub_export(export_path):
-        foreign = [e for e in entries if e not in SAVED_MODEL_ENTRIES] or entries
+        foreign = foreign_entries(export_path) or sorted(e.rstrip("/") for e in entries)
         raise ValueError(f"--export_path={export_path} holds files that are not an export of this tool "
                          f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); not replacing them: "
                          f"give a new or empty folder")

@@ -248,6 +248,45 @@ def test_export_path_with_other_files_or_a_file_is_refused_before_any_work(expor
     assert sorted(os.listdir(tmp_path)) == ["a_file", "mine"]  # no .old-export, no temporary folder
 
 
+def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
+    """Only the top level was checked: a user's assets/labels.txt (or a note in variables/) passed, and
+    the re-export moved the folder aside and deleted it, exit 0. Now anything the export did not write,
+    at any depth, is refused in one line naming it, and nothing is touched."""
+    from albert_tf import export
+
+    folder, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    ours = sorted(os.path.relpath(os.path.join(root, name), target)
+                  for root, _, names in os.walk(target) for name in names)
+    assert "assets/30k-clean.model" in ours and "assets/albert_config.json" in ours
+    labels = target / "assets" / "labels.txt"
+    labels.write_text("negative\npositive\n")
+    done = _export(folder, spm, target)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"export_model.py: error: --export_path={target} holds files that are not an export of this tool "
+        f"(assets/labels.txt); not replacing them: give a new or empty folder")
+    assert labels.read_text() == "negative\npositive\n"
+    labels.unlink()
+    for added in ("variables/NOTE.txt", "assets/extra/notes.md", "variables.txt"):
+        (target / added).parent.mkdir(exist_ok=True)
+        (target / added).write_text("mine")
+        named = added.split("/notes.md")[0]  # a folder is named, not what is in it
+        with pytest.raises(ValueError, match=f"not an export of this tool \\({named}\\); not replacing"):
+            export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+        assert (target / added).read_text() == "mine"
+        (target / added).unlink()
+        if added.startswith("assets/extra"):
+            (target / "assets" / "extra").rmdir()
+    assert sorted(os.listdir(tmp_path)) == ["hub"]
+    # What the export itself wrote, in float32 or bfloat16, is still replaced.
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ, serving_precision="bfloat16")
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    assert sorted(os.path.relpath(os.path.join(root, name), target)
+                  for root, _, names in os.walk(target) for name in names) == ours
+
+
 def test_an_earlier_export_is_replaced_with_the_umask_mode(exported, tmp_path):
     """Exporting again into an export of ours replaces it; its files get the umask's mode (027 here)."""
     folder, _, spm = exported
