@@ -1,6 +1,7 @@
 """Hub-style SavedModel export: the original TF-Hub module's signatures, in TF2.
 
-Signatures (all batch-first, int32 ids of any length up to max_seq_length; longer is an error):
+Signatures (all batch-first; int32 ids of any length up to the config's max_position_embeddings, as
+the original module's; longer is an error):
 - `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
 - `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs); mlm_logits is
   [B, P, V] (P = mlm_positions' width), where the original module's is [B*P, V]: reshape
@@ -165,7 +166,9 @@ class HubModule(tf.Module):
         if config_file:
             self.config_asset = tf.saved_model.Asset(config_file)
         self.do_lower_case = tf.constant(bool(do_lower_case))
-        self.max_seq_length = max_seq_length
+        self.max_seq_length = max_seq_length  # where serve_text truncates raw text
+        # The id signatures take what the model can: the original module's took any length up to it.
+        self.max_positions = pretrainer.config.max_position_embeddings
 
     def _encode(self, inputs):
         out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=False)
@@ -174,7 +177,7 @@ class HubModule(tf.Module):
 
     def _ids(self, input_ids, input_mask, segment_ids) -> dict:
         ids = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        return check_max_length(ids, self.max_seq_length)
+        return check_max_length(ids, self.max_positions, "max_position_embeddings")
 
     def tokens(self, input_ids, input_mask, segment_ids):
         return self._encode(self._ids(input_ids, input_mask, segment_ids))

@@ -106,6 +106,42 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
     assert result["lower"] is True
 
 
+def test_id_signatures_take_lengths_up_to_max_position_embeddings(exported, tmp_path):
+    """The original's module took ids of any length up to max_position_embeddings; ours stopped at
+    --max_seq_length (default 128), so export_to_tfhub.py's command (no --max_seq_length) built a module
+    refusing 129-512 tokens (SQuAD at 384). The fixture exports with --max_seq_length=16 and 32 positions."""
+    folder, model, _ = exported
+    assert model.config.max_position_embeddings == 32 > 24 > SEQ
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 30000, [2, 24]).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 19:] = 0
+    inputs = {"input_ids": ids * mask, "input_mask": mask, "segment_ids": (np.arange(24)[None] >= 10) * mask}
+    inputs = {k: v.astype(np.int32) for k, v in inputs.items()}
+    out = model.encoder(inputs, training=False)
+    np.savez(tmp_path / "io.npz", **inputs, want_sequence_output=out["sequence_output"].numpy(),
+             want_pooled_output=out["pooled_output"].numpy())
+    script = textwrap.dedent(f"""
+        import json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        tokens = tf.saved_model.load({str(folder / 'saved')!r}).signatures["tokens"]
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        result = {{k: float(np.abs(v.numpy() - io["want_" + k]).max()) for k, v in tokens(**ids).items()}}
+        try:
+            tokens(**{{k: tf.zeros([1, 33], tf.int32) for k in ids}})
+            result["refused"] = None
+        except tf.errors.InvalidArgumentError as e:
+            result["refused"] = e.message
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["sequence_output"] <= 1e-5 and result["pooled_output"] <= 1e-5, result
+    refused = result["refused"] or ""  # the graph's message escapes the apostrophe: model\'s
+    assert "input length exceeds this model" in refused and "max_position_embeddings (32); shorten" in refused
+
+
 def test_export_is_a_fine_tuning_start(exported):
     """export -> fine-tune: the export's assets hold albert_config.json, and load_checkpoint (the
     drivers' --init_checkpoint / --albert_hub_module_handle path) reads its variables exactly."""
