@@ -14,7 +14,9 @@ the original module's; longer is an error):
   plus the input_ids/input_mask used.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
-in the graph). The tokenizer model and `albert_config.json` (as the original module
+in the graph). The reload is also a TF2 reusable SavedModel (``__call__`` = `tokens` on a dict of
+the three ids, ``variables``, ``trainable_variables``, ``regularization_losses``), what
+``hub.KerasLayer(path, trainable=True)`` fine-tunes. The tokenizer model and `albert_config.json` (as the original module
 ships it) are stored as assets. The variables are saved under their TF1 names
 (`tf1_variables/<name>`), so `load_checkpoint` reads the export back: export ->
 fine-tune with `--init_checkpoint=<export>`.
@@ -146,7 +148,13 @@ def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
 
 class HubModule(tf.Module):
     """What export_model.py saves: the pretrainer's variables, the tokenizer and
-    the signature functions."""
+    the signature functions. It is also a TF2 reusable SavedModel (what ``hub.KerasLayer(path,
+    trainable=True)`` fine-tunes): ``__call__`` plus ``variables``, ``trainable_variables`` and
+    ``regularization_losses``."""
+
+    # Plain attributes here, not tf.Module's computed properties: the reusable-SavedModel
+    # interface needs them saved, and only assigned attributes are.
+    variables = trainable_variables = None
 
     def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int,
                  config_file: str | None = None):
@@ -161,6 +169,11 @@ class HubModule(tf.Module):
         if unnamed:
             raise ValueError(f"{len(unnamed)} variables of the model have no TF1 name to export them under")
         setattr(self, VARIABLES_ATTRIBUTE, dict(named))
+        # After tf1_variables: a variable is saved under the first path found to it, which
+        # load_checkpoint reads (tf1_variables/<name>). __call__ uses the encoder's alone.
+        self.variables = list(pretrainer.encoder.variables)
+        self.trainable_variables = list(pretrainer.encoder.trainable_variables)
+        self.regularization_losses = []  # ALBERT has no weight regularizer
         self.tokenizer = tokenizer
         self.tokenizer_asset = tf.saved_model.Asset(tokenizer_file)
         if config_file:
@@ -170,8 +183,8 @@ class HubModule(tf.Module):
         # The id signatures take what the model can: the original module's took any length up to it.
         self.max_positions = pretrainer.config.max_position_embeddings
 
-    def _encode(self, inputs):
-        out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=False)
+    def _encode(self, inputs, training: bool = False):
+        out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
 
@@ -181,6 +194,12 @@ class HubModule(tf.Module):
 
     def tokens(self, input_ids, input_mask, segment_ids):
         return self._encode(self._ids(input_ids, input_mask, segment_ids))
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        """The reusable-SavedModel forward pass: ``inputs`` a dict of input_ids, input_mask and
+        segment_ids -> the ``tokens`` outputs; ``training`` (a Python bool) turns dropout on."""
+        return self._encode(self._ids(*(inputs[name] for name in ENCODER_INPUTS)), training=training)
 
     def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
         """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
@@ -207,6 +226,8 @@ class HubModule(tf.Module):
 
     def signatures(self) -> dict:
         ids = [_int_spec(n) for n in ENCODER_INPUTS]
+        for training in (False, True):  # the traces a reloaded __call__ chooses between
+            self.__call__.get_concrete_function({n: _int_spec(n) for n in ENCODER_INPUTS}, training=training)
         return {
             "tokens": tf.function(self.tokens, input_signature=ids).get_concrete_function(),
             "mlm": tf.function(self.mlm, input_signature=ids + [_int_spec("mlm_positions")]).get_concrete_function(),

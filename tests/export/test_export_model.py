@@ -142,6 +142,56 @@ def test_id_signatures_take_lengths_up_to_max_position_embeddings(exported, tmp_
     assert "input length exceeds this model" in refused and "max_position_embeddings (32); shorten" in refused
 
 
+def test_export_is_a_reusable_saved_model(exported, tmp_path):
+    """What hub.KerasLayer(path, trainable=True) fine-tunes (TF Hub's reusable SavedModel): the reload has
+    __call__ (the tokens outputs), variables, trainable_variables and an empty regularization_losses, and
+    gradients flow through __call__ to every trainable variable. It had none of these: KerasLayer refused
+    to fine-tune it. Checked in a fresh process without albert_tf, against the Keras encoder."""
+    import tensorflow as tf
+
+    folder, model, spm = exported
+    inputs, _ = _reference(model, spm)
+    ids = {k: tf.constant(inputs[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+    rng = np.random.default_rng(1)
+    weights = {"sequence_output": rng.normal(size=[2, SEQ, 32]).astype(np.float32),
+               "pooled_output": rng.normal(size=[2, 32]).astype(np.float32)}
+    encoder = model.encoder
+    with tf.GradientTape() as tape:
+        out = encoder(ids, training=True)  # the config's dropout is 0: training changes nothing else
+        loss = sum(tf.reduce_sum(out[k] * w) for k, w in weights.items())
+    grads = tape.gradient(loss, encoder.trainable_variables)
+    np.savez(tmp_path / "io.npz", **inputs, **{"w_" + k: w for k, w in weights.items()},
+             **{"want_" + k: out[k].numpy() for k in weights},
+             **{f"grad_{i}": tf.convert_to_tensor(g).numpy() for i, g in enumerate(grads)})
+    script = textwrap.dedent(f"""
+        import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        obj = tf.saved_model.load({str(folder / 'saved')!r})
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        result = {{"outputs": {{k: float(np.abs(v.numpy() - io["want_" + k]).max()) for k, v in obj(ids).items()}},
+                   "variables": len(obj.variables), "trainable": len(obj.trainable_variables),
+                   "all_trainable": all(v.trainable for v in obj.trainable_variables),
+                   "regularization_losses": list(obj.regularization_losses), "albert_tf": "albert_tf" in sys.modules}}
+        with tf.GradientTape() as tape:
+            out = obj(ids, training=True)
+            loss = sum(tf.reduce_sum(out[k] * io["w_" + k]) for k in ("sequence_output", "pooled_output"))
+        grads = tape.gradient(loss, obj.trainable_variables)
+        result["none"] = sum(g is None for g in grads)
+        result["grad"] = max(float(np.abs(tf.convert_to_tensor(g).numpy() - io[f"grad_{{i}}"]).max())
+                             for i, g in enumerate(grads) if g is not None)
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not result["albert_tf"]
+    assert sorted(result["outputs"]) == ["pooled_output", "sequence_output"]
+    assert max(result["outputs"].values()) <= 1e-5, result
+    assert result["variables"] == result["trainable"] == len(encoder.trainable_variables) and result["all_trainable"]
+    assert result["regularization_losses"] == [] and result["none"] == 0
+    assert result["grad"] <= 1e-4, result["grad"]
+
+
 def test_export_is_a_fine_tuning_start(exported):
     """export -> fine-tune: the export's assets hold albert_config.json, and load_checkpoint (the
     drivers' --init_checkpoint / --albert_hub_module_handle path) reads its variables exactly."""
