@@ -1,6 +1,7 @@
 """Hub-style SavedModel export: the original TF-Hub module's signatures, in TF2.
 
-Signatures (all batch-first, int32 ids of any length up to max_seq_length; longer is an error):
+Signatures (all batch-first; int32 ids of any length up to the config's max_position_embeddings, as
+the original module's; longer is an error):
 - `tokens`: input_ids, input_mask, segment_ids -> sequence_output, pooled_output
 - `mlm`: the same + mlm_positions -> mlm_logits (and the `tokens` outputs); mlm_logits is
   [B, P, V] (P = mlm_positions' width), where the original module's is [B*P, V]: reshape
@@ -13,7 +14,9 @@ Signatures (all batch-first, int32 ids of any length up to max_seq_length; longe
   plus the input_ids/input_mask used.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
-in the graph). The tokenizer model and `albert_config.json` (as the original module
+in the graph). The reload is also a TF2 reusable SavedModel (``__call__`` = `tokens` on a dict of
+the three ids, ``variables``, ``trainable_variables``, ``regularization_losses``), what
+``hub.KerasLayer(path, trainable=True)`` fine-tunes. The tokenizer model and `albert_config.json` (as the original module
 ships it) are stored as assets. The variables are saved under their TF1 names
 (`tf1_variables/<name>`), so `load_checkpoint` reads the export back: export ->
 fine-tune with `--init_checkpoint=<export>`.
@@ -46,15 +49,51 @@ VARIABLES_ATTRIBUTE = "tf1_variables"
 
 # What tf.saved_model.save writes into a folder: an export of ours holds these and nothing else.
 SAVED_MODEL_ENTRIES = frozenset({"saved_model.pb", "fingerprint.pb", "variables", "assets"})
+# What it writes into variables/: the checkpoint's index and data shards.
+VARIABLES_FILE = re.compile(r"variables\.index|variables\.data-\d+-of-\d+")
+
+
+def _saved_assets(path: str) -> set[str] | None:
+    """The asset file names ``saved_model.pb`` references (the tokenizer and ``albert_config.json`` for
+    an export of ours); None when there is no readable ``saved_model.pb``."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    try:
+        with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+            saved.ParseFromString(f.read())
+    except (tf.errors.OpError, OSError, ValueError):  # missing, unreadable or not a SavedModel (DecodeError)
+        return None
+    return {asset.filename for graph in saved.meta_graphs for asset in graph.asset_file_def}
+
+
+def foreign_entries(path: str) -> list[str]:
+    """What in the folder ``path`` an export of ours did not write, as paths relative to it: replacing
+    the folder would delete them. Checks the whole tree: a user's ``assets/labels.txt`` counts."""
+    entries = sorted(e.rstrip("/") for e in tf.io.gfile.listdir(path))
+    foreign = [e for e in entries if e not in SAVED_MODEL_ENTRIES]
+    assets = _saved_assets(path)
+    if assets is None or CONFIG_ASSET not in assets:
+        return foreign or entries  # not a SavedModel of ours: everything in it is someone else's
+    allowed = {"variables": VARIABLES_FILE.fullmatch, "assets": assets.__contains__}
+    for folder in sorted(set(entries) & set(allowed)):
+        inner = os.path.join(path, folder)
+        if not tf.io.gfile.isdir(inner):
+            foreign.append(folder)
+            continue
+        for name in sorted(e.rstrip("/") for e in tf.io.gfile.listdir(inner)):
+            # A subfolder is never ours (the export writes flat folders).
+            if tf.io.gfile.isdir(os.path.join(inner, name)) or not allowed[folder](name):
+                foreign.append(f"{folder}/{name}")
+    return foreign
 
 
 def is_hub_export(path: str) -> bool:
     """Whether the folder ``path`` is an earlier export of ours: a SavedModel (``saved_model.pb``) with
-    our config asset and nothing that tf.saved_model.save does not write."""
-    entries = set(tf.io.gfile.listdir(path))
-    entries = {e.rstrip("/") for e in entries}
-    return ("saved_model.pb" in entries and entries <= SAVED_MODEL_ENTRIES
-            and tf.io.gfile.exists(os.path.join(path, "assets", CONFIG_ASSET)))
+    our config asset and nothing, at any depth, that the export does not write."""
+    entries = {e.rstrip("/") for e in tf.io.gfile.listdir(path)}
+    return ("saved_model.pb" in entries and tf.io.gfile.exists(os.path.join(path, "assets", CONFIG_ASSET))
+            and not foreign_entries(path))
 
 
 def check_export_path(export_path: str) -> None:
@@ -65,9 +104,9 @@ def check_export_path(export_path: str) -> None:
     if not tf.io.gfile.isdir(export_path):
         raise ValueError(f"--export_path={export_path} is a file; expected a folder for the SavedModel "
                          f"(a new one, or an earlier export to replace)")
-    entries = sorted(e.rstrip("/") for e in tf.io.gfile.listdir(export_path))
+    entries = tf.io.gfile.listdir(export_path)
     if entries and not is_hub_export(export_path):
-        foreign = [e for e in entries if e not in SAVED_MODEL_ENTRIES] or entries
+        foreign = foreign_entries(export_path) or sorted(e.rstrip("/") for e in entries)
         raise ValueError(f"--export_path={export_path} holds files that are not an export of this tool "
                          f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); not replacing them: "
                          f"give a new or empty folder")
@@ -109,7 +148,13 @@ def _int_spec(name: str, width: int | None = None) -> tf.TensorSpec:
 
 class HubModule(tf.Module):
     """What export_model.py saves: the pretrainer's variables, the tokenizer and
-    the signature functions."""
+    the signature functions. It is also a TF2 reusable SavedModel (what ``hub.KerasLayer(path,
+    trainable=True)`` fine-tunes): ``__call__`` plus ``variables``, ``trainable_variables`` and
+    ``regularization_losses``."""
+
+    # Plain attributes here, not tf.Module's computed properties: the reusable-SavedModel
+    # interface needs them saved, and only assigned attributes are.
+    variables = trainable_variables = None
 
     def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int,
                  config_file: str | None = None):
@@ -124,24 +169,37 @@ class HubModule(tf.Module):
         if unnamed:
             raise ValueError(f"{len(unnamed)} variables of the model have no TF1 name to export them under")
         setattr(self, VARIABLES_ATTRIBUTE, dict(named))
+        # After tf1_variables: a variable is saved under the first path found to it, which
+        # load_checkpoint reads (tf1_variables/<name>). __call__ uses the encoder's alone.
+        self.variables = list(pretrainer.encoder.variables)
+        self.trainable_variables = list(pretrainer.encoder.trainable_variables)
+        self.regularization_losses = []  # ALBERT has no weight regularizer
         self.tokenizer = tokenizer
         self.tokenizer_asset = tf.saved_model.Asset(tokenizer_file)
         if config_file:
             self.config_asset = tf.saved_model.Asset(config_file)
         self.do_lower_case = tf.constant(bool(do_lower_case))
-        self.max_seq_length = max_seq_length
+        self.max_seq_length = max_seq_length  # where serve_text truncates raw text
+        # The id signatures take what the model can: the original module's took any length up to it.
+        self.max_positions = pretrainer.config.max_position_embeddings
 
-    def _encode(self, inputs):
-        out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=False)
+    def _encode(self, inputs, training: bool = False):
+        out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
         return {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
 
     def _ids(self, input_ids, input_mask, segment_ids) -> dict:
         ids = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        return check_max_length(ids, self.max_seq_length)
+        return check_max_length(ids, self.max_positions, "max_position_embeddings")
 
     def tokens(self, input_ids, input_mask, segment_ids):
         return self._encode(self._ids(input_ids, input_mask, segment_ids))
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        """The reusable-SavedModel forward pass: ``inputs`` a dict of input_ids, input_mask and
+        segment_ids -> the ``tokens`` outputs; ``training`` (a Python bool) turns dropout on."""
+        return self._encode(self._ids(*(inputs[name] for name in ENCODER_INPUTS)), training=training)
 
     def mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
         """mlm_logits [B, P, V] at mlm_positions [B, P]; the original module's were [B*P, V]."""
@@ -168,6 +226,8 @@ class HubModule(tf.Module):
 
     def signatures(self) -> dict:
         ids = [_int_spec(n) for n in ENCODER_INPUTS]
+        for training in (False, True):  # the traces a reloaded __call__ chooses between
+            self.__call__.get_concrete_function({n: _int_spec(n) for n in ENCODER_INPUTS}, training=training)
         return {
             "tokens": tf.function(self.tokens, input_signature=ids).get_concrete_function(),
             "mlm": tf.function(self.mlm, input_signature=ids + [_int_spec("mlm_positions")]).get_concrete_function(),

@@ -187,12 +187,13 @@ def group_by_length_batches(lengths: np.ndarray, global_batch_size: int, seed: i
     return epochs.flat_map(epoch_batches)
 
 
-def check_max_length(inputs: Mapping[str, tf.Tensor], max_seq_length: int) -> dict:
+def check_max_length(inputs: Mapping[str, tf.Tensor], max_seq_length: int, limit: str = "max_seq_length") -> dict:
     """``inputs`` (as int32), failing at run time with a clear message when their length (last
-    axis) exceeds ``max_seq_length``: what exported models accept is any length up to it."""
+    axis) exceeds ``max_seq_length``: what exported models accept is any length up to it.
+    ``limit`` names that length in the message."""
     first = next(iter(inputs.values()))
     check = tf.debugging.assert_less_equal(
         tf.shape(first)[-1], max_seq_length,
-        message=f"input length exceeds this model's max_seq_length ({max_seq_length}); shorten the inputs")
+        message=f"input length exceeds this model's {limit} ({max_seq_length}); shorten the inputs")
     with tf.control_dependencies([check]):
         return {name: tf.identity(tf.cast(value, tf.int32)) for name, value in inputs.items()}

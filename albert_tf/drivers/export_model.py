@@ -34,7 +34,10 @@ flags.DEFINE_string("spm_model_file", None, "SentencePiece model (English releas
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese releases), instead of --spm_model_file.")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case text before tokenizing (as the model was trained).")
 flags.DEFINE_string("export_path", None, "SavedModel folder: new, empty or an earlier export of ours (replaced).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the raw-text serving signature.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "Where the raw-text serving signature (serving_default) truncates text. The id signatures "
+                     "(tokens, mlm, sop) take any length up to the config's max_position_embeddings, as the "
+                     "original module's.")
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
                   "head); those outputs are then meaningless.")

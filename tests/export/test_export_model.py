@@ -106,6 +106,92 @@ def test_signatures_match_keras_in_fresh_process(exported, tmp_path):
     assert result["lower"] is True
 
 
+def test_id_signatures_take_lengths_up_to_max_position_embeddings(exported, tmp_path):
+    """The original's module took ids of any length up to max_position_embeddings; ours stopped at
+    --max_seq_length (default 128), so export_to_tfhub.py's command (no --max_seq_length) built a module
+    refusing 129-512 tokens (SQuAD at 384). The fixture exports with --max_seq_length=16 and 32 positions."""
+    folder, model, _ = exported
+    assert model.config.max_position_embeddings == 32 > 24 > SEQ
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 30000, [2, 24]).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 19:] = 0
+    inputs = {"input_ids": ids * mask, "input_mask": mask, "segment_ids": (np.arange(24)[None] >= 10) * mask}
+    inputs = {k: v.astype(np.int32) for k, v in inputs.items()}
+    out = model.encoder(inputs, training=False)
+    np.savez(tmp_path / "io.npz", **inputs, want_sequence_output=out["sequence_output"].numpy(),
+             want_pooled_output=out["pooled_output"].numpy())
+    script = textwrap.dedent(f"""
+        import json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        tokens = tf.saved_model.load({str(folder / 'saved')!r}).signatures["tokens"]
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        result = {{k: float(np.abs(v.numpy() - io["want_" + k]).max()) for k, v in tokens(**ids).items()}}
+        try:
+            tokens(**{{k: tf.zeros([1, 33], tf.int32) for k in ids}})
+            result["refused"] = None
+        except tf.errors.InvalidArgumentError as e:
+            result["refused"] = e.message
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["sequence_output"] <= 1e-5 and result["pooled_output"] <= 1e-5, result
+    refused = result["refused"] or ""  # the graph's message escapes the apostrophe: model\'s
+    assert "input length exceeds this model" in refused and "max_position_embeddings (32); shorten" in refused
+
+
+def test_export_is_a_reusable_saved_model(exported, tmp_path):
+    """What hub.KerasLayer(path, trainable=True) fine-tunes (TF Hub's reusable SavedModel): the reload has
+    __call__ (the tokens outputs), variables, trainable_variables and an empty regularization_losses, and
+    gradients flow through __call__ to every trainable variable. It had none of these: KerasLayer refused
+    to fine-tune it. Checked in a fresh process without albert_tf, against the Keras encoder."""
+    import tensorflow as tf
+
+    folder, model, spm = exported
+    inputs, _ = _reference(model, spm)
+    ids = {k: tf.constant(inputs[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+    rng = np.random.default_rng(1)
+    weights = {"sequence_output": rng.normal(size=[2, SEQ, 32]).astype(np.float32),
+               "pooled_output": rng.normal(size=[2, 32]).astype(np.float32)}
+    encoder = model.encoder
+    with tf.GradientTape() as tape:
+        out = encoder(ids, training=True)  # the config's dropout is 0: training changes nothing else
+        loss = sum(tf.reduce_sum(out[k] * w) for k, w in weights.items())
+    grads = tape.gradient(loss, encoder.trainable_variables)
+    np.savez(tmp_path / "io.npz", **inputs, **{"w_" + k: w for k, w in weights.items()},
+             **{"want_" + k: out[k].numpy() for k in weights},
+             **{f"grad_{i}": tf.convert_to_tensor(g).numpy() for i, g in enumerate(grads)})
+    script = textwrap.dedent(f"""
+        import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        obj = tf.saved_model.load({str(folder / 'saved')!r})
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        result = {{"outputs": {{k: float(np.abs(v.numpy() - io["want_" + k]).max()) for k, v in obj(ids).items()}},
+                   "variables": len(obj.variables), "trainable": len(obj.trainable_variables),
+                   "all_trainable": all(v.trainable for v in obj.trainable_variables),
+                   "regularization_losses": list(obj.regularization_losses), "albert_tf": "albert_tf" in sys.modules}}
+        with tf.GradientTape() as tape:
+            out = obj(ids, training=True)
+            loss = sum(tf.reduce_sum(out[k] * io["w_" + k]) for k in ("sequence_output", "pooled_output"))
+        grads = tape.gradient(loss, obj.trainable_variables)
+        result["none"] = sum(g is None for g in grads)
+        result["grad"] = max(float(np.abs(tf.convert_to_tensor(g).numpy() - io[f"grad_{{i}}"]).max())
+                             for i, g in enumerate(grads) if g is not None)
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not result["albert_tf"]
+    assert sorted(result["outputs"]) == ["pooled_output", "sequence_output"]
+    assert max(result["outputs"].values()) <= 1e-5, result
+    assert result["variables"] == result["trainable"] == len(encoder.trainable_variables) and result["all_trainable"]
+    assert result["regularization_losses"] == [] and result["none"] == 0
+    assert result["grad"] <= 1e-4, result["grad"]
+
+
 def test_export_is_a_fine_tuning_start(exported):
     """export -> fine-tune: the export's assets hold albert_config.json, and load_checkpoint (the
     drivers' --init_checkpoint / --albert_hub_module_handle path) reads its variables exactly."""
@@ -246,6 +332,45 @@ def test_export_path_with_other_files_or_a_file_is_refused_before_any_work(expor
     assert (notes / "notes.txt").read_text() == "my notes" and os.listdir(notes) == ["notes.txt"]
     assert a_file.read_text() == "not a folder"
     assert sorted(os.listdir(tmp_path)) == ["a_file", "mine"]  # no .old-export, no temporary folder
+
+
+def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
+    """Only the top level was checked: a user's assets/labels.txt (or a note in variables/) passed, and
+    the re-export moved the folder aside and deleted it, exit 0. Now anything the export did not write,
+    at any depth, is refused in one line naming it, and nothing is touched."""
+    from albert_tf import export
+
+    folder, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    ours = sorted(os.path.relpath(os.path.join(root, name), target)
+                  for root, _, names in os.walk(target) for name in names)
+    assert "assets/30k-clean.model" in ours and "assets/albert_config.json" in ours
+    labels = target / "assets" / "labels.txt"
+    labels.write_text("negative\npositive\n")
+    done = _export(folder, spm, target)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"export_model.py: error: --export_path={target} holds files that are not an export of this tool "
+        f"(assets/labels.txt); not replacing them: give a new or empty folder")
+    assert labels.read_text() == "negative\npositive\n"
+    labels.unlink()
+    for added in ("variables/NOTE.txt", "assets/extra/notes.md", "variables.txt"):
+        (target / added).parent.mkdir(exist_ok=True)
+        (target / added).write_text("mine")
+        named = added.split("/notes.md")[0]  # a folder is named, not what is in it
+        with pytest.raises(ValueError, match=f"not an export of this tool \\({named}\\); not replacing"):
+            export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+        assert (target / added).read_text() == "mine"
+        (target / added).unlink()
+        if added.startswith("assets/extra"):
+            (target / "assets" / "extra").rmdir()
+    assert sorted(os.listdir(tmp_path)) == ["hub"]
+    # What the export itself wrote, in float32 or bfloat16, is still replaced.
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ, serving_precision="bfloat16")
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    assert sorted(os.path.relpath(os.path.join(root, name), target)
+                  for root, _, names in os.walk(target) for name in names) == ours
 
 
 def test_an_earlier_export_is_replaced_with_the_umask_mode(exported, tmp_path):

@@ -118,5 +118,7 @@ def test_hub_signatures_any_length_and_text_at_the_longest_row(spm):
            "segment_ids": tf.zeros_like(text["input_ids"])}
     full = module.tokens(**{k: tf.pad(v, [[0, 0], [0, SEQ - width]]) for k, v in ids.items()})
     np.testing.assert_allclose(text["pooled_output"].numpy(), full["pooled_output"].numpy(), atol=1e-5, rtol=0)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="max_seq_length \\(48\\)"):
-        module.tokens(**{k: tf.zeros([1, SEQ + 1], tf.int32) for k in padded})
+    # The id signatures take up to max_position_embeddings (64), as the original module's.
+    module.tokens(**{k: tf.zeros([1, SEQ + 1], tf.int32) for k in padded})
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings \\(64\\)"):
+        module.tokens(**{k: tf.zeros([1, CONFIG["max_position_embeddings"] + 1], tf.int32) for k in padded})
