@@ -47,7 +47,8 @@ def _umask() -> int:
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
     `path` (a symlink's target, for a symlink), on any error it is removed and the error
-    propagates. For a remote `path` the temporary file is local and is copied up on success (then renamed into place)."""
+    propagates. For a remote `path` the temporary file is local and is copied up on success
+    (then renamed into place)."""
     path = os.fspath(path)
     if is_remote(path):
         with _remote_output(path) as tmp:

@@ -375,8 +375,9 @@ class Trainer:
         interval = Interval.starting(step, self._metric_kinds)
         checkpoint_path = latest
         self._stop_flag.assign(0.0)
+        stopped = False
         with StopSignals(cfg.handle_signals) as signals:
-            while step < cfg.num_train_steps:
+            while step < cfg.num_train_steps and not stopped:
                 try:
                     out = run_interruptibly(self._train_fn, iterator, tf.constant(self._steps_to_boundary(step)),
                                             signals=signals, stop_flag=self._stop_flag,
@@ -414,10 +415,8 @@ class Trainer:
                         for hook in self.save_hooks:
                             hook(checkpoint_path)
                         interval.exclude(time.time() - started)  # examples/s counts training only
-                if stopped:
-                    reporter.flush()
-                    self._interrupted(signals.received, step, checkpoint_path)
-            if signals.received:  # during the last checkpoint's save hooks (its evaluation): not forgotten
+            # Also a signal that came during the last checkpoint's save hooks (its evaluation): not forgotten.
+            if stopped or signals.received:
                 reporter.flush()
                 self._interrupted(signals.received, step, checkpoint_path)
         reporter.flush()
