@@ -20,7 +20,7 @@ class VocabMismatchError(ValueError):
 
 
 def tokenizer_vocab_size(spm_model_file: str | None, vocab_file: str | None) -> int:
-    """Pieces in a SentencePiece model, else lines of a WordPiece vocab.txt."""
+    """Pieces in a SentencePiece model, else the ids a WordPiece vocab.txt gives (``FullTokenizer.vocab_size``)."""
     from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
 
     if spm_model_file:
@@ -31,12 +31,16 @@ def tokenizer_vocab_size(spm_model_file: str | None, vocab_file: str | None) -> 
     if data is None:
         raise FileNotFoundError(f"vocab file not found: {vocab_file}")
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise ValueError(f"--vocab_file={vocab_file}:{line}: not UTF-8 text ({e.reason}); expected a WordPiece "
                          f"vocab.txt, one token per line") from None
-    return sum(1 for line in text.split("\n") if line.strip())
+    from albert_tf.tokenization.wordpiece import load_vocab
+
+    # Counted as the tokenizer reads the file: a line of whitespace only is a token (" ") and has an id, e.g.
+    # the U+2028 line of the Chinese releases' 21128-line vocab, which a count of non-blank lines missed.
+    return len(load_vocab(vocab_file))
 
 
 def check_tokenizer(spm_model_file: str | None, vocab_file: str | None, vocab_size: int,

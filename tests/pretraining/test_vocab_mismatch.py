@@ -83,6 +83,21 @@ def test_tokenizer_check_reads_remote_files(shared, tmp_path):
     with tf.io.gfile.GFile(f"{root}/vocab.txt", "w") as f:
         f.write("[PAD]\n[UNK]\n\nhello\n")
     check_tokenizer(f"{root}/30k-clean.model", None, 30000, "albert_config.json")
-    check_tokenizer(None, f"{root}/vocab.txt", 3, "albert_config.json")
+    check_tokenizer(None, f"{root}/vocab.txt", 4, "albert_config.json")  # the blank line is the token " "
     with pytest.raises(VocabMismatchError, match="has 30000 pieces"):
         check_tokenizer(f"{root}/30k-clean.model", None, 320, "albert_config.json")
+
+
+def test_a_whitespace_only_vocab_line_has_an_id(tmp_path):
+    """The Chinese releases' vocab (21128 lines, vocab_size 21128) has a line holding only U+2028; the
+    original's load_vocab makes it the token " " with its own id, so the tokens after it have ids up to
+    21127. Counting only non-blank lines said 21127 and refused every such model."""
+    from albert_tf.tokenization import FullTokenizer
+    from albert_tf.vocab_check import VocabMismatchError, check_tokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n\u2028\nhello\n", encoding="utf-8")
+    assert FullTokenizer(vocab_file=str(vocab)).convert_tokens_to_ids(["hello"]) == [5]  # line 6: id 5
+    check_tokenizer(None, str(vocab), 6, "albert_config.json")
+    with pytest.raises(VocabMismatchError, match="has 6 entries"):
+        check_tokenizer(None, str(vocab), 5, "albert_config.json")
