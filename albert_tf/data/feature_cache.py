@@ -131,14 +131,17 @@ def check_distinct_caches(caches: Mapping[str, str], side_files: Mapping[str, st
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
                    side_file: str | None = None, sizes: Mapping[str, int] | None = None,
-                   source: str | None = None) -> CachedSplit:
+                   source: str | None = None, expected: Callable[[], int] | None = None) -> CachedSplit:
     """The records at ``record_file`` if its side file says they were made from ``settings``,
     else ``build`` them (atomically) and write the side file (with the count of records written);
-    a build starts with a line naming ``source`` (what is converted: the data file), as it prints nothing
-    until it ends.
+    a build starts with a line naming ``source`` (what is converted: the data file), then a progress line
+    every ``training.reporting.PROGRESS_SECONDS`` (records written, of ``expected()`` when the caller can
+    count them, records/s and the ETA): MNLI's or QQP's training file takes minutes.
 
     ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
     import tensorflow as tf
+
+    from albert_tf.training.reporting import Progress
 
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
@@ -150,12 +153,14 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
     logging.info("Converting %s to features: %s", source or "the examples", record_file)
     count = 0
+    progress = Progress(f"Converting {source or 'the examples'}", expected() if expected else None, unit="record")
     with atomic_output(record_file) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:
             def write(record: bytes) -> None:
                 nonlocal count
                 writer.write(record)
                 count += 1
+                progress.add(1, 1)
 
             info = dict(build(write))
         side = {"key": key, "settings": dict(settings), "num_records": count, "record_bytes": _size(tmp), **info}

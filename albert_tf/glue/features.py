@@ -169,4 +169,10 @@ def cached_features(
             count += 1
         return {"num_examples": count, "data_file": absolute(data_file)}
 
-    return cached_records(path, record_schema, settings, build, source=f"{data_file} ({spec.name} {split})")
+    return cached_records(path, record_schema, settings, build, source=f"{data_file} ({spec.name} {split})",
+                          expected=lambda: _count_examples(processor, data_dir, split))
+
+
+def _count_examples(processor: GlueProcessor, data_dir: str | os.PathLike, split: str) -> int:
+    """The split's examples, for the conversion's ETA: reading the rows again is quick next to tokenizing."""
+    return sum(1 for _ in processor.iter_examples(data_dir, split))

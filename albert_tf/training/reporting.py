@@ -100,8 +100,8 @@ class Progress:
     until done): batches done, of ``total_batches`` when known, examples/s and the ETA, as the training
     lines. The first batch, which traces the step, is left out of the rate."""
 
-    def __init__(self, what: str, total_batches: int | None = None):
-        self.what, self.total_batches = what, total_batches
+    def __init__(self, what: str, total_batches: int | None = None, unit: str = "batch"):
+        self.what, self.total_batches, self.unit = what, total_batches, unit
         self.batches = 0
         self.timed_batches = self.timed_examples = 0
         self.timed_since: float | None = None  # the end of the first batch
@@ -121,7 +121,7 @@ class Progress:
             logging.info("%s", self.line(now))
 
     def line(self, now: float) -> str:
-        text = f"{self.what}: batch {self.batches}" + (f"/{self.total_batches}" if self.total_batches else "")
+        text = f"{self.what}: {self.unit} {self.batches}" + (f"/{self.total_batches}" if self.total_batches else "")
         if not self.timed_batches:  # only the first batch so far: its tracing says nothing of the rate
             return text
         elapsed = max(now - (self.timed_since or now), 1e-9)

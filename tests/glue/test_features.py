@@ -167,3 +167,20 @@ def test_real_tokenizer_on_mrpc_dev(shared):
 
     fp_lower = tokenizer_fingerprint(str(spm), None, True)
     assert fp_lower != tokenizer_fingerprint(str(spm), None, False)
+
+
+def test_conversion_logs_progress_with_the_count_of_rows(tmp_path, monkeypatch, write_tsv):
+    """Converting a large file (MNLI, QQP: minutes) logs records done of the file's rows, the rate and the
+    ETA, as the original's "Writing example N of M" did; it printed nothing until the end."""
+    from albert_tf.training import reporting
+
+    monkeypatch.setattr(reporting, "PROGRESS_SECONDS", 0.0)  # a line after each record
+    logged = []
+    monkeypatch.setattr(reporting.logging, "info", lambda message, *args: logged.append(message % args))
+    rows = [["index", "question", "sentence", "label"]] + [[str(i), f"q {i}", f"s {i}", "entailment"]
+                                                          for i in range(5)]
+    write_tsv(tmp_path / "QNLI" / "dev.tsv", rows)
+    F.cached_features(get_processor("qnli"), tmp_path, "dev", tmp_path / "cache", WordTokenizer(), "words", 16)
+    lines = [line for line in logged if line.startswith("Converting ") and ": record " in line]
+    assert [line.split(": record ")[1].split(",")[0] for line in lines] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    assert "records/s" not in lines[-1] and "examples/s = " in lines[-1] and "ETA" in lines[-1]
