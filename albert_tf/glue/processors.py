@@ -304,10 +304,12 @@ class GlueProcessor:
         return os.path.join(data_dir, self.spec.folder, self.spec.splits[split].file)
 
     def check_files(self, data_dir: str | os.PathLike, splits: Sequence[str]) -> None:
-        """A clear error, before any work, for a split the task does not have, a missing file or one
-        without a row of data."""
+        """A clear error, before any work, for a split the task does not have, a missing file, one without
+        a row of data or a malformed row anywhere: every row is read, since the test file is otherwise
+        first read to predict, after the whole training (reading is quick next to tokenizing)."""
         for split in splits:
-            next(self.iter_examples(data_dir, split))
+            for _ in self.iter_examples(data_dir, split):
+                pass
 
     def save_alongside(self, output_dir: str) -> None:
         """Writes what a later run on these checkpoints needs to know of the data (nothing for GLUE)."""

@@ -160,6 +160,17 @@ def test_wrong_column_count_names_file_line_value(tmp_path, write_tsv):
     assert "with a tab" in message
 
 
+def test_check_files_reads_every_row_before_any_work(tmp_path, write_tsv):
+    """A malformed row late in the test file stops the run at the start, not at the prediction after the
+    whole training (the check read each split's first row only)."""
+    d = tmp_path / "glue"
+    header = ["index", "sentence1", "sentence2"]
+    write_tsv(d / "RTE" / "train.tsv", [header + ["label"], ["0", "a", "b", "entailment"]])
+    path = write_tsv(d / "RTE" / "test.tsv", [header, ["0", "a", "b"], ["1", "c", "d"], ["2", "e", "f", "g"]])
+    with pytest.raises(GlueDataError, match=rf"{path}:4: expected 3 tab-separated columns, found 4"):
+        get_processor("rte").check_files(d, ["train", "test"])
+
+
 def test_headerless_cola_column_count(tmp_path, write_tsv):
     d = tmp_path / "glue"
     path = write_tsv(d / "CoLA" / "dev.tsv", [["gj04", "1", "", "Fine."], ["gj04", "0", "Short"]])
