@@ -368,3 +368,25 @@ def test_a_file_of_the_other_squad_version_is_accepted_with_one_warning(common, 
         f"SQuAD 2.0 head is used on it" for flag, path in (("train_file", v1_train), ("predict_file", v1_dev))]
     assert version_warnings("matching") == [] and version_warnings("unlabelled under v2") == []
     assert 0 < impossible < len(qas)
+
+
+def test_training_in_the_originals_squad_folder_builds_no_features_there(common, shared, tmp_path):
+    """The original's run folder (TF1 Estimator checkpoints) cannot be resumed: the refusal came after the
+    task was made, which built the training feature cache (train.tf_record and its .json, minutes on all of
+    SQuAD) into that folder. Now nothing there changes."""
+    folder = tmp_path / "original_squad"
+    folder.mkdir()
+    with tf.Graph().as_default():  # what the original's Estimator saved: TF1 names and global_step
+        tf.compat.v1.Variable([1.0], name="bert/embeddings/LayerNorm/beta")
+        step = tf.compat.v1.train.get_or_create_global_step()
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(step.assign(4))
+            tf.compat.v1.train.Saver().save(session, str(folder / "model.ckpt"), global_step=4)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    run = _run([*common, *SMALL, f"--output_dir={folder}", "--do_train", "--num_train_epochs=0.1",
+                f"--train_file={shared('data', 'squad') / 'train-v1.1.University_of_Notre_Dame.json'}"])
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1].startswith(
+        f"run_squad.py: error: {folder / 'model.ckpt-4'} was written by the original (TF1) code"), run.stderr[-3000:]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
