@@ -18,6 +18,7 @@ It ends with a table of results and where every output went.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -76,46 +77,80 @@ class Demo:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         # The drivers start quietly themselves (albert_tf.startup; ALBERT_TF_VERBOSE=1 reaches them too).
         # Their own session: a SIGINT reaches the driver only as the demo forwards it (``interrupted``), once,
-        # whether it came from the terminal (to the whole group) or from `kill -INT <demo pid>`.
+        # whether it came from the terminal (to the whole group) or from `kill -INT <demo pid>`. So does a
+        # SIGTERM or SIGHUP (`timeout`, a closed terminal): outside the demo's group, the driver got none.
         process = subprocess.Popen([sys.executable, os.path.join(REPO, script), *args], stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, cwd=self.out, start_new_session=True)
         lines = []
-        try:
-            with open(log_path, "a", encoding="utf-8") as log:
-                summary = False  # inside the driver's closing summary (cli.closing_summary): shown whole
-                for line in process.stdout:
-                    log.write(line)
-                    lines.append(line)
-                    summary = line.rstrip().endswith(": done") or (summary and line.startswith("  "))
-                    if summary or _worth_showing(line):
-                        print("   " + _shorten(line.rstrip()), flush=True)
-            process.wait()
-        except KeyboardInterrupt:
-            self.interrupted(script, process, log_path)
+        with _stop_signals_raised():
+            try:
+                with open(log_path, "a", encoding="utf-8") as log:
+                    summary = False  # inside the driver's closing summary (cli.closing_summary): shown whole
+                    for line in process.stdout:
+                        log.write(line)
+                        lines.append(line)
+                        summary = line.rstrip().endswith(": done") or (summary and line.startswith("  "))
+                        if summary or _worth_showing(line):
+                            print("   " + _shorten(line.rstrip()), flush=True)
+                process.wait()
+            except KeyboardInterrupt:
+                self.interrupted(script, process, log_path, signal.SIGINT)
+            except _Stopped as e:
+                self.interrupted(script, process, log_path, e.signum)
         if process.returncode != 0:
             print("".join(lines[-30:]), file=sys.stderr)
             raise SystemExit(f"demo step failed: {script} exited with {process.returncode} (log: {log_path})")
         return "".join(lines)
 
-    def interrupted(self, script: str, process: subprocess.Popen, log_path: str) -> None:
-        """SIGINT (Ctrl-C, or `kill -INT` of the demo alone): passes it on to the driver, which stops after its
-        step, writing a checkpoint. Waits for it (its output still goes to its log, so that it never blocks on a
-        full pipe), then ends the demo in one line with the status of a process SIGINT ended. A second SIGINT
-        kills the driver."""
-        process.send_signal(signal.SIGINT)
-        print(f"\ndemo: interrupted; waiting for {script} to stop after its current step "
-              f"(Ctrl-C again aborts it at once)", file=sys.stderr, flush=True)
+    def interrupted(self, script: str, process: subprocess.Popen, log_path: str, signum: int) -> None:
+        """SIGINT (Ctrl-C, or `kill -INT` of the demo alone), SIGTERM or SIGHUP: passes it on to the driver
+        (SIGHUP as SIGTERM, which the drivers stop on cleanly), which stops after its step, writing a checkpoint.
+        Waits for it (its output still goes to its log, so that it never blocks on a full pipe), then ends the
+        demo in one line with the status of a process that signal ended. A second signal kills the driver."""
+        process.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+        _say(f"\ndemo: interrupted; waiting for {script} to stop after its current step "
+             f"(Ctrl-C again aborts it at once)")
         try:
             with open(log_path, "a", encoding="utf-8") as log:
                 for line in process.stdout:
                     log.write(line)
             process.wait()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _Stopped):
             process.kill()
             process.wait()
-        print(f"demo: interrupted during {script}: the outputs so far are in {self.out} (its log: {log_path}); "
-              f"`make demo` again starts in a new folder", file=sys.stderr, flush=True)
-        raise SystemExit(128 + signal.SIGINT)
+        _say(f"demo: interrupted during {script}: the outputs so far are in {self.out} (its log: {log_path}); "
+             f"`make demo` again starts in a new folder")
+        raise SystemExit(128 + signum)
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP reached the demo while a driver ran."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_signals_raised():
+    """SIGTERM and SIGHUP raise ``_Stopped`` (as SIGINT raises KeyboardInterrupt) while a driver runs;
+    one the demo ignores (SIGHUP under nohup) stays ignored."""
+    def stop(signum, frame):
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _say(text: str) -> None:
+    """A line on stderr; nothing if it cannot be written (a terminal that hung up: SIGHUP)."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def _worth_showing(line: str) -> bool:

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import tempfile
 import uuid
 from typing import IO, Iterator
@@ -46,22 +47,32 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yields a temporary local path beside `path`: write there; on success it replaces
-    `path` (a symlink's target, for a symlink), on any error it is removed and the error
-    propagates. For a remote `path` the temporary file is local and is copied up on success
-    (then renamed into place)."""
+    `path` (a symlink's target, for a symlink: written in place when only the target, not its
+    folder, may be written), on any error it is removed and the error propagates. For a remote
+    `path` the temporary file is local and is copied up on success (then renamed into place)."""
     path = os.fspath(path)
     if is_remote(path):
         with _remote_output(path) as tmp:
             yield tmp
         return
-    if os.path.islink(path):  # the user's link stays a link: written through, as open() would
+    link = os.path.islink(path)
+    if link:  # the user's link stays a link: written through, as open() would
         path = os.path.realpath(path)
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    if not link:  # where a link points, the folder must be there already, as for open(): none is made
+        os.makedirs(directory, exist_ok=True)
     try:
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp", dir=directory)
     except OSError as e:  # a folder it cannot write: the output's name, not a temporary's nobody will see
-        raise OSError(e.errno, e.strerror, path) from e
+        if not (link and e.errno in (errno.EACCES, errno.EPERM) and os.access(path, os.W_OK)):
+            raise OSError(e.errno, e.strerror, path) from e
+        fd, tmp = None, None
+    if fd is None:
+        # A link to a file it may write in a folder it may not: the original's open() wrote it there, so
+        # does this (only the copy of the finished text can be cut short, as open() could be).
+        with _written_in_place(path) as tmp:
+            yield tmp
+        return
     os.close(fd)
     try:
         os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it
@@ -77,6 +88,22 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
             # A write's error (a full disk) names no file: say which output it was.
             raise OSError(e.errno, e.strerror, path) from e
         raise
+
+
+@contextlib.contextmanager
+def _written_in_place(path: str) -> Iterator[str]:
+    """Yields a temporary path (in the system's temporary folder); on success its bytes are copied into the
+    existing file ``path``, which keeps its inode and mode; on any error ``path`` is untouched."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + TMP_MARK, suffix=".tmp")
+    os.close(fd)
+    try:
+        yield tmp
+        try:
+            shutil.copyfile(tmp, path)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, path) from e
+    finally:
+        os.remove(tmp)
 
 
 @contextlib.contextmanager

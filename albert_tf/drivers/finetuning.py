@@ -214,16 +214,19 @@ def _buckets(values: list[str] | None, max_seq_length: int) -> tuple[int, ...] |
 
 
 def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagValues) -> dict[str, Any]:
-    """Builds the strategy from the flags, takes ``--output_dir``'s run lock (before anything is written
-    there: the task may cache features into it), makes the task and job, runs it and prints where each
-    output went."""
+    """Refuses training on in the original's run folder, builds the strategy from the flags, takes
+    ``--output_dir``'s run lock (before anything is written there: the task may cache features into it),
+    makes the task and job, runs it and prints where each output went."""
     from albert_tf.fileio import absolute
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
+    from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
     from albert_tf.training.distribution import worker_info
     from albert_tf.run_lock import output_dir_lock
 
     require_flags(f, "output_dir")
+    if f.do_train:  # before the task, which may build its feature cache into --output_dir (SQuAD's)
+        refuse_resuming_the_original(f.output_dir)
     strategy = strategy_from_flags(f)
     worker = worker_info(strategy)
     with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index, f.take_over_run_lock):

@@ -149,6 +149,7 @@ def task_and_job_from_flags():
     from albert_tf.config import AlbertConfig
     from albert_tf.squad.data import load_questions
     from albert_tf.squad.task import SquadSettings, SquadTask, has_gold_answers, num_train_steps
+    from albert_tf.training.checkpoint_evaluation import BestCheckpointKeeper
 
     f = FLAGS
     require_flags(f, *REQUIRED)
@@ -175,13 +176,15 @@ def task_and_job_from_flags():
     task = SquadTask(settings, absolute(f.output_dir), f.train_file, f.predict_file,
                      f.train_feature_file, f.predict_feature_file, f.predict_feature_left_file,
                      f.serving_precision)
-    steps = 1
-    if f.do_train:
-        steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
     # The original's model selection: every checkpoint scored against the answers, when the
     # predict file has them and there is something to score (training, or checkpoints here).
     select = (f.do_predict and has_gold_answers(f.predict_file, predict_data)
               and (f.do_train or _has_checkpoints(f.output_dir)))
+    if select:  # a release's model.ckpt-best here: refused before the training features are built into the folder
+        BestCheckpointKeeper(task.output_dir, task.key_metric).check_ours()
+    steps = 1
+    if f.do_train:
+        steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
     job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job

@@ -240,7 +240,8 @@ class _Runner:
                                                                             job.do_predict)) if wanted])
         if job.do_eval:  # a model.ckpt-best of the user's (a release's) in output_dir: refused before any write
             BestCheckpointKeeper(job.output_dir, task.key_metric).check_ours()
-        if job.do_train:  # the original's run folder: refused before the cache, the evaluation, the state file
+        if job.do_train:  # the original's run folder: refused before the cache, the evaluation, the state file (the
+            # drivers refuse it earlier still, before making the task: SQuAD's builds its cache then)
             refuse_resuming_the_original(job.output_dir)
         worker = worker_info(self.strategy)
         take_over = job.train is not None and job.train.take_over_run_lock

@@ -1,12 +1,15 @@
 """Ctrl-C during `make demo`: the running driver stops after its step, then the demo ends in one line with
 the status of a process SIGINT ended (130), not a KeyboardInterrupt traceback; a folder it cannot write is
 one line too."""
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A stand-in driver: stops cleanly on the first SIGINT as the real ones do (a checkpoint, then 130).
@@ -89,6 +92,58 @@ def test_sigint_to_the_demo_alone_is_passed_on_to_its_driver(tmp_path):
     assert (tmp_path / "out" / "stopped-cleanly").exists()  # the driver's own stop, after its step
     assert stderr.strip().splitlines()[-1].startswith(
         f"demo: interrupted during slow_driver.py: the outputs so far are in {tmp_path / 'out'}"), stderr
+
+
+# A stand-in driver that stops cleanly on SIGTERM, as the real ones do (a checkpoint, then 143).
+TERM_DRIVER = textwrap.dedent("""
+    import os, signal, sys, time
+    open("driver.pid", "w").write(str(os.getpid()))
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+    print("step 1/100: loss = 1.0", flush=True)
+    while not stopped:
+        time.sleep(0.05)
+    open("stopped-cleanly", "w").close()
+    sys.exit(143)
+""")
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_to_the_demos_group_stops_its_driver_too(tmp_path, sent):
+    """`timeout`, a scheduler's group kill or a closed terminal signal the demo's process group. The driver
+    runs in its own session (so that Ctrl-C reaches it once, through the demo): the demo died and the driver
+    went on training, orphaned. Now the demo passes it on (SIGHUP as SIGTERM, the drivers' clean stop), waits
+    for the driver's stop and ends with the status of a process that signal ended."""
+    (tmp_path / "term_driver.py").write_text(TERM_DRIVER)
+    script = tmp_path / "demo_step.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
+        from albert_tf import demo
+        demo.REPO = {str(tmp_path)!r}
+        demo.Demo({str(tmp_path / "out")!r}, quick=True).driver("term_driver.py")
+    """))
+    # The signal at its default in the demo, also when this test runs under nohup (which ignores SIGHUP).
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(sent, signal.SIG_DFL))
+    driver = tmp_path / "out" / "driver.pid"
+    try:
+        line = process.stdout.readline()
+        while line and "step 1/100" not in line:
+            line = process.stdout.readline()
+        assert "step 1/100" in line, process.stderr.read()
+        os.killpg(process.pid, sent)
+        stdout, stderr = process.communicate(timeout=120)
+        assert (tmp_path / "out" / "stopped-cleanly").exists(), stderr  # the driver stopped, not orphaned
+    finally:  # leave no demo or driver running
+        for pid in (process.pid, *([int(driver.read_text())] if driver.exists() else [])):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 128 + sent, stderr
+    assert "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith(
+        f"demo: interrupted during term_driver.py: the outputs so far are in {tmp_path / 'out'}"), stderr
 
 
 def test_an_output_folder_it_cannot_create_is_one_line(tmp_path):

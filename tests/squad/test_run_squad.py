@@ -368,3 +368,39 @@ def test_a_file_of_the_other_squad_version_is_accepted_with_one_warning(common, 
         f"SQuAD 2.0 head is used on it" for flag, path in (("train_file", v1_train), ("predict_file", v1_dev))]
     assert version_warnings("matching") == [] and version_warnings("unlabelled under v2") == []
     assert 0 < impossible < len(qas)
+
+
+
+def _tf1_checkpoint(prefix, step: int | None) -> None:
+    """What the original's Estimator saved (TF1 names, global_step) or, without a step, a release's."""
+    with tf.Graph().as_default():
+        tf.compat.v1.Variable([1.0], name="bert/embeddings/LayerNorm/beta")
+        if step is not None:
+            tf.compat.v1.train.get_or_create_global_step().assign(step)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            tf.compat.v1.train.Saver().save(session, str(prefix), global_step=step, write_meta_graph=False)
+
+
+@pytest.mark.parametrize("folder_kind", ["original_run", "release"])
+def test_a_refused_folder_gets_no_training_features(common, shared, tmp_path, folder_kind):
+    """Training in the original's run folder (its checkpoints cannot be resumed) or scoring into a release's
+    folder (its model.ckpt-best would be replaced) is refused, but only after the task was made, which built
+    the training feature cache (train.tf_record and its .json, minutes on all of SQuAD) into that folder.
+    Now nothing there changes."""
+    squad = shared("data", "squad")
+    folder = tmp_path / folder_kind
+    folder.mkdir()
+    if folder_kind == "original_run":
+        _tf1_checkpoint(folder / "model.ckpt", 4)
+        extra, error = [], f"{folder / 'model.ckpt-4'} was written by the original (TF1) code"
+    else:
+        _tf1_checkpoint(folder / "model.ckpt-best", None)
+        extra = ["--do_predict", f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}"]
+        error = f"{folder / 'model.ckpt-best'} is not from an evaluation in this folder"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    run = _run([*common, *SMALL, f"--output_dir={folder}", "--do_train", "--num_train_epochs=0.1",
+                f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}", *extra])
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1].startswith(f"run_squad.py: error: {error}"), run.stderr[-3000:]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -296,6 +296,58 @@ def test_an_output_folder_through_a_link_to_nothing_names_the_link_and_its_targe
     assert raised.value.filename == str(tmp_path / "file")
 
 
+def test_a_link_to_a_writable_file_in_a_read_only_folder_is_written_in_place(tmp_path, monkeypatch):
+    """Written through, the temporary file went beside the link's target: a target the user may write in a
+    folder they may not (a shared results folder) failed the run after its evaluation with 'Permission
+    denied' naming the writable file, where the original's open() wrote it. It is written in place now,
+    keeping its mode. (Root may write any folder: the refusal a user meets is simulated.)"""
+    import errno
+    import tempfile
+
+    from albert_tf import fileio
+
+    run, shared = tmp_path / "run", tmp_path / "shared"
+    run.mkdir(), shared.mkdir()
+    (shared / "eval_results.txt").write_text("old")
+    (shared / "eval_results.txt").chmod(0o640)
+    (run / "eval_results.txt").symlink_to(shared / "eval_results.txt")
+    shared.chmod(0o555)
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and os.path.samefile(dir, shared):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.path.join(dir, "x.tmp"))
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", mkstemp)
+    try:
+        atomic_write_text(run / "eval_results.txt", "new")
+    finally:
+        shared.chmod(0o755)
+    assert (run / "eval_results.txt").is_symlink() and (shared / "eval_results.txt").read_text() == "new"
+    assert stat.S_IMODE((shared / "eval_results.txt").stat().st_mode) == 0o640
+    assert [p.name for p in run.iterdir()] == ["eval_results.txt"]
+    assert [p.name for p in shared.iterdir()] == ["eval_results.txt"]
+
+
+def test_a_link_to_nothing_makes_no_folder_where_it_points(tmp_path):
+    """open() through a link to nothing creates the target in its folder, and fails when that folder is not
+    there: the write-through made the folder wherever the link pointed (an unmounted share's path)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    link = run / "eval_results.txt"
+    link.symlink_to(tmp_path / "unmounted" / "results" / "eval_results.txt")
+    with pytest.raises(FileNotFoundError):
+        open(link, "w")  # the original's GFile(..., "w") is this open()
+    with pytest.raises(FileNotFoundError) as caught:
+        atomic_write_text(link, "new")
+    assert caught.value.filename == str(tmp_path / "unmounted" / "results" / "eval_results.txt")
+    assert not (tmp_path / "unmounted").exists() and link.is_symlink()
+    (tmp_path / "unmounted" / "results").mkdir(parents=True)  # the folder is there: the target is created
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and (tmp_path / "unmounted" / "results" / "eval_results.txt").read_text() == "new"
+
+
 def test_a_folder_named_like_a_glob_pattern_touches_only_its_own_files(tmp_path):
     """``--output_dir=runs/exp[1]`` beside ``runs/exp1``: as a glob pattern the first matches the second.
     Start-up cleanup, saves, retention and the damage check of the ``exp[1]`` run must see only its own
