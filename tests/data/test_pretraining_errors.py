@@ -343,3 +343,21 @@ def test_a_glob_over_the_output_folder_does_not_read_what_this_tool_wrote(tmp_pa
         str(tmp_path / n) for n in ("corpus.txt", "notes.lock", "out.tfrecord.tmp-draft"))
     assert resolve_input_files(f"{tmp_path / 'corpus.txt'},{out}", [out]) == (
         str(tmp_path / "corpus.txt"), out)  # named, not globbed: check_outputs refuses it in one line
+
+
+def test_a_glob_that_matches_a_link_to_nothing_is_an_error_not_a_skipped_shard(tmp_path):
+    """--input_file='corpus/*.txt' with one shard a dangling link: the shard was dropped in silence (the
+    run made data from the others); the original's reader failed on it. Folders a glob matches are still
+    passed over."""
+    from albert_tf.pretraining_data.config import resolve_input_files
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("A first sentence.\nA second one.\n", encoding="utf-8")
+    (corpus / "b.txt").symlink_to(tmp_path / "moved_away.txt")
+    (corpus / "sub.txt").mkdir()
+    with pytest.raises(PretrainingDataError, match=r"no input file found at '.*corpus/b\.txt' \(a link to "
+                                                   r"'.*moved_away\.txt', which does not exist\)"):
+        resolve_input_files(str(corpus / "*.txt"))
+    (tmp_path / "moved_away.txt").write_text("Back again.\nAnd here.\n", encoding="utf-8")
+    assert resolve_input_files(str(corpus / "*.txt")) == (str(corpus / "a.txt"), str(corpus / "b.txt"))
