@@ -13,8 +13,11 @@ from albert_tf.tokenization.spm import encode_pieces
 
 
 def line_text(raw: bytes, first_line: bool) -> str:
-    """A raw input line as text (UnicodeDecodeError if it is not UTF-8); a byte-order mark is not text."""
-    line = raw.decode("utf-8")
+    """A raw input line as text (UnicodeDecodeError if it is not UTF-8); a byte-order mark is not text.
+
+    Every carriage return is dropped, as the original's reader (TensorFlow's GFile.readline) did: a
+    stray one inside a line joins its neighbours ("carriage\rreturn" is one word, not two)."""
+    line = raw.decode("utf-8").replace("\r", "")
     return line[1:] if first_line and line.startswith("\ufeff") else line
 
 

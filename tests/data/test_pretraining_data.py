@@ -184,3 +184,27 @@ def test_seed_changes_output(botchan_corpus, spm_model, make_config, tmp_path):
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and outs[0] != outs[2]
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def test_lines_are_the_original_reader_s_carriage_returns_dropped(tmp_path):
+    """The original read its input with TensorFlow's GFile.readline, which drops every '\\r': a stray one
+    inside a line joined its neighbours ('carriage\\rreturn' one word). This tool read it as a space,
+    so such lines made other pieces than the original's. Expected: TensorFlow's own reader."""
+    import tensorflow as tf
+
+    from albert_tf.pretraining_data.reading import ReadCounters, iter_blocks
+
+    path = tmp_path / "cr.txt"
+    path.write_bytes(b"A lone carriage\rreturn here.\r\nWindows line.\r\n\r\n\rNext\r\rdocument.\r\r\n"
+                     b"Old Mac\rline\rends.\n")
+    expected, document = [], []
+    with tf.io.gfile.GFile(str(path), "r") as f:
+        for line in iter(f.readline, ""):
+            if line.strip():
+                document.append(line)
+            elif document:
+                expected.append(document)
+                document = []
+    expected.append(document)
+    blocks = iter_blocks((str(path),), 1 << 20, False, ReadCounters())
+    assert [document for block, _ in blocks for document in block] == expected
