@@ -68,6 +68,15 @@ def check_outputs(config: PipelineConfig, runner: str) -> None:
             raise PretrainingDataError(f"--output_file: {path} exists and create_pretraining_data.py did not write "
                                        f"it (no summary of ours at {summary} lists it); move it away or pick "
                                        f"another --output_file")
+    # Outputs of an earlier run that this one would not replace (other shards, a shorter comma list):
+    # left beside the new ones, a glob such as 'out/train-*' would feed both runs' records to training,
+    # and once the new summary no longer listed them a later rerun would call them not ours.
+    new = {_identity(path) for path in outputs}
+    stale = sorted(path for path in (listed or ()) if path not in new and _exists(path))
+    if stale:
+        more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+        raise PretrainingDataError(f"--output_file: {stale[0]}{more}, written by an earlier run ({summary}), would "
+                                   f"be left beside this run's outputs; remove them or pick another --output_file")
 
 
 def output_paths_from_summary(config: PipelineConfig) -> list[str]:

@@ -361,3 +361,20 @@ def test_a_glob_that_matches_a_link_to_nothing_is_an_error_not_a_skipped_shard(t
         resolve_input_files(str(corpus / "*.txt"))
     (tmp_path / "moved_away.txt").write_text("Back again.\nAnd here.\n", encoding="utf-8")
     assert resolve_input_files(str(corpus / "*.txt")) == (str(corpus / "a.txt"), str(corpus / "b.txt"))
+
+
+def test_a_rerun_that_would_leave_an_earlier_run_s_outputs_beside_its_own_is_refused(tmp_path, spm_model,
+                                                                                      make_config):
+    """A rerun with fewer shards (or a shorter comma list) wrote its outputs and left the earlier run's
+    other shards beside them: a glob over the folder fed both runs' records to training, and the new
+    summary no longer listed them, so a third run called them files this tool did not write. Now the
+    rerun stops before any work, naming them, and leaves every file as it was."""
+    corpus = _small_corpus(tmp_path)
+    a, b = tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"
+    create_pretraining_data(make_config(corpus, spm_model, [a, b]))
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(PretrainingDataError, match=f"{b}, written by an earlier run .* would be left beside"):
+        create_pretraining_data(make_config(corpus, spm_model, [a], random_seed=2))
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+    b.unlink()  # as the message says
+    assert create_pretraining_data(make_config(corpus, spm_model, [a], random_seed=2))["output_files"] == [str(a)]
