@@ -49,6 +49,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from albert_tf.fileio import signals_deferred
 from albert_tf.pretraining_data.document_store import (
     DATA_FILE, INDEX_FILE, DocumentStore, DocumentStoreWriter, token_typecode)
 from albert_tf.pretraining_data.external_shuffle import ENTRY_HEADER, ShuffleStats
@@ -268,10 +269,11 @@ def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
                    "temporary_bytes": facts.store_bytes + scatter.bytes_written}
         summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
         # The summary first: it marks the outputs as this tool's, so that a run killed between the
-        # renames can be rerun over them (check_outputs).
-        write_summary_json(summary_file, summary)
-        for tmp, path in zip(temp_files, config.output_files):
-            os.replace(tmp, path)
+        # renames can be rerun over them (check_outputs). Ctrl-C or SIGTERM waits for the last rename.
+        with signals_deferred():
+            write_summary_json(summary_file, summary)
+            for tmp, path in zip(temp_files, config.output_files):
+                os.replace(tmp, path)
     except BaseException:
         for tmp in temp_files:  # this run's parts only (their token is this run's)
             if os.path.exists(tmp):

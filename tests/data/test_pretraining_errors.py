@@ -378,3 +378,45 @@ def test_a_rerun_that_would_leave_an_earlier_run_s_outputs_beside_its_own_is_ref
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
     b.unlink()  # as the message says
     assert create_pretraining_data(make_config(corpus, spm_model, [a], random_seed=2))["output_files"] == [str(a)]
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_between_the_renames_leaves_the_outputs_of_one_run(tmp_path, spm_model, make_config, monkeypatch,
+                                                                   signum):
+    """Ctrl-C or SIGTERM after the summary and the first output were renamed into place left the other
+    outputs of the earlier run under the new summary: shards of two runs mixed, and nothing said so.
+    Now the signal acts after the last rename (the run still stops with it)."""
+    import signal
+
+    from albert_tf.pretraining_data import pipeline
+
+    class Terminated(Exception):
+        pass
+
+    def on_sigterm(signum, frame):  # as the CLI's handler: unwind
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        corpus = _small_corpus(tmp_path)
+        outputs = [tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"]
+        create_pretraining_data(make_config(corpus, spm_model, outputs, random_seed=1))
+        summary = tmp_path / "out-a.tfrecord.summary.json"
+        first = {p: p.read_bytes() for p in [*outputs, summary]}
+        real_replace = os.replace
+
+        def replace_then_signal(src, dst):
+            real_replace(src, dst)
+            if dst == str(outputs[0]):
+                os.kill(os.getpid(), getattr(signal, signum))
+
+        monkeypatch.setattr(pipeline.os, "replace", replace_then_signal)
+        with pytest.raises((KeyboardInterrupt, Terminated)):
+            create_pretraining_data(make_config(corpus, spm_model, outputs, random_seed=2))
+        second = {p: p.read_bytes() for p in [*outputs, summary]}
+        assert all(second[p] != first[p] for p in outputs)  # both outputs are the second run's
+        assert '"random_seed": 2' in second[summary].decode()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "out-a.tfrecord",
+                                                              "out-a.tfrecord.summary.json", "out-b.tfrecord"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
