@@ -20,7 +20,7 @@ from typing import Iterator
 
 from absl import logging
 
-from albert_tf.fileio import TMP_MARK, is_remote
+from albert_tf.fileio import TMP_MARK, is_remote, make_folders
 from albert_tf.pretraining_data.config import (LOCK_SUFFIX, PART_SUFFIX, PipelineConfig, PretrainingDataError,
                                                 default_summary_file)
 from albert_tf.run_lock import RunLock
@@ -149,7 +149,15 @@ def outputs_locked(config: PipelineConfig) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for path in config.output_files:
             if not is_remote(path):
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                try:
+                    make_folders(os.path.dirname(os.path.abspath(path)))
+                except (NotADirectoryError, FileNotFoundError) as e:  # a file or a link to nothing on the way
+                    culprit = e.filename
+                    while not os.path.lexists(culprit):  # the file in the way, not the folder under it
+                        culprit = os.path.dirname(culprit)
+                    problem = "not a folder" if isinstance(e, NotADirectoryError) else e.strerror
+                    raise PretrainingDataError(f"--output_file={path}: cannot make its folder: {culprit} is "
+                                               f"{problem}") from None
                 stack.enter_context(RunLock(path + LOCK_SUFFIX, what=f"--output_file={path}",
                                             take_over_hint=f"delete {path}{LOCK_SUFFIX}"))
         remove_leftovers(config)

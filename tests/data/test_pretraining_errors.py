@@ -420,3 +420,24 @@ def test_a_signal_between_the_renames_leaves_the_outputs_of_one_run(tmp_path, sp
                                                               "out-a.tfrecord.summary.json", "out-b.tfrecord"]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_output_under_a_file_is_one_line_naming_the_file_in_the_way(tmp_path, spm_model, make_config,
+                                                                       monkeypatch):
+    """--output_file=notes/train.tfrecord with notes a file (or a link to nothing) stopped with
+    "[Errno 17] File exists: '…/notes'"; now one line says which name is in the way and why."""
+    from albert_tf.pretraining_data import pipeline
+
+    corpus = _small_corpus(tmp_path)
+    (tmp_path / "notes").write_text("the user's notes")
+    (tmp_path / "gone").symlink_to(tmp_path / "unmounted")
+    monkeypatch.setattr(pipeline, "_tokenize_corpus", lambda *a: pytest.fail("work started"))
+    cases = {tmp_path / "notes" / "train.tfrecord": f"{tmp_path / 'notes'} is not a folder",
+             tmp_path / "notes" / "sub" / "train.tfrecord": f"{tmp_path / 'notes'} is not a folder",
+             tmp_path / "gone" / "train.tfrecord": f"{tmp_path / 'gone'} is a link to {tmp_path / 'unmounted'}, "
+                                                   f"which does not exist"}
+    for output, message in cases.items():
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(make_config(corpus, spm_model, [output]))
+        assert str(error.value) == f"--output_file={output}: cannot make its folder: {message}"
+    assert (tmp_path / "notes").read_text() == "the user's notes"
