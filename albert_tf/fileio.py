@@ -150,8 +150,9 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     received: list[int] = []
+    # A handler not set from Python (getsignal None) could not be put back: that signal is left alone.
     previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+                for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None}
     try:
         yield
     finally:
