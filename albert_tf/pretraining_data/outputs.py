@@ -222,5 +222,11 @@ def reporting_write_problems(config: PipelineConfig) -> Iterator[None]:
         if problem is None or (e.filename and os.path.abspath(e.filename) in map(os.path.abspath, config.input_files)):
             raise
         where = e.filename or ", ".join(config.output_files[:3]) + (" ..." if len(config.output_files) > 3 else "")
-        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if config.tmp_dir else ""
+        under_tmp_dir = config.tmp_dir and (not e.filename or _is_under(os.fspath(e.filename), config.tmp_dir))
+        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if under_tmp_dir else ""
         raise PretrainingDataError(f"cannot write {where}{tmp}: {problem}") from None
+
+
+def _is_under(path: str, folder: str) -> bool:
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return os.path.commonpath([path, folder]) == folder

@@ -154,7 +154,7 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, spm_model, make
     else:
         def full(*args, **kwargs):
             raise err
-        monkeypatch.setattr(pipeline, "_write_outputs", full)
+        monkeypatch.setattr(pipeline, "_append_file", full)  # where the output's disk fills
     with pytest.raises(PretrainingDataError) as caught:
         create_pretraining_data(make_config(botchan_corpus, spm_model, [out]))
     where = err.filename or str(out)
@@ -441,3 +441,32 @@ def test_an_output_under_a_file_is_one_line_naming_the_file_in_the_way(tmp_path,
             create_pretraining_data(make_config(corpus, spm_model, [output]))
         assert str(error.value) == f"--output_file={output}: cannot make its folder: {message}"
     assert (tmp_path / "notes").read_text() == "the user's notes"
+
+
+def test_a_full_disk_says_which_one_is_full_the_outputs_or_tmp_dir(tmp_path, spm_model, make_config, monkeypatch):
+    """With --tmp_dir on another disk, a full disk said "cannot write out-a, out-b (temporary files under
+    --tmp_dir=…): the disk is full" whichever was full (os.write and copy_file_range name no file). Now
+    the line names the output, or the work folder under --tmp_dir."""
+    import errno
+
+    from albert_tf.pretraining_data import pipeline, workers
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    corpus = _small_corpus(tmp_path)
+    outputs = [tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"]
+    tmp_dir = tmp_path / "elsewhere"
+    config = make_config(corpus, spm_model, outputs, tmp_dir=str(tmp_dir))
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "_append_file", full)  # the outputs' disk
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(config)
+    assert str(error.value) == f"cannot write {outputs[0]}: the disk is full"
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "append_to_buckets", full)  # --tmp_dir's disk
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(config)
+    assert str(error.value).startswith(f"cannot write {tmp_dir}{os.sep}out-a.tfrecord.tmp-")
+    assert str(error.value).endswith(f" (temporary files under --tmp_dir={tmp_dir}): the disk is full")
+    assert _leftovers(tmp_path) == [] and list(tmp_dir.iterdir()) == []
