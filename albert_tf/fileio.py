@@ -14,7 +14,9 @@ import errno
 import hashlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import uuid
 from typing import IO, Iterator
 
@@ -164,6 +166,27 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
         for path, text in zip(paths, texts.values()):
             write_utf8(renames.enter_context(atomic_output(path)), text)
     return paths
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM received in the block act when it ends, as they would have: for the renames
+    that publish files together, which a signal between two of them would leave half old, half new.
+    Only the main thread handles signals, so elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    # A handler not set from Python (getsignal None) could not be put back: that signal is left alone.
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 def make_folders(path: str | os.PathLike) -> None:

@@ -39,7 +39,7 @@ import traceback
 import uuid
 from typing import IO, Iterator
 
-from albert_tf.fileio import umask_mode
+from albert_tf.fileio import signals_deferred, umask_mode
 from albert_tf.pretraining_data.config import (
     PipelineConfig,
     PretrainingDataError,
@@ -245,15 +245,16 @@ def _create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str)
             staged = [_stage_beside(st.temp_output(temp_dir, j), output)
                       for j, output in enumerate(config.output_files)]
             # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
-            if bio.is_remote(summary_file):
-                bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
-            else:
-                write_summary_json(summary_file, summary)
-            for source, output in zip(staged, config.output_files):
-                if bio.is_remote(output) or bio.is_remote(source):
-                    FileSystems.rename([source], [output])
+            with signals_deferred():  # as the local runner: Ctrl-C or SIGTERM waits for the last rename
+                if bio.is_remote(summary_file):
+                    bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])
                 else:
-                    os.replace(source, output)
+                    write_summary_json(summary_file, summary)
+                for source, output in zip(staged, config.output_files):
+                    if bio.is_remote(output) or bio.is_remote(source):
+                        FileSystems.rename([source], [output])
+                    else:
+                        os.replace(source, output)
         finally:
             bio.remove_tree(temp_dir)
             for part in staged:

@@ -60,7 +60,9 @@ def resolve_input_files(input_file: str, outputs: Sequence[str] = ()) -> tuple[s
             matches = [m for m in sorted(glob.glob(pattern)) if not own.fullmatch(os.path.abspath(m))]
         else:
             matches = [pattern]
-        matches = [m for m in matches if os.path.isfile(m)]
+        # A folder a glob matches is not text; anything else must be readable (check_input_files): a
+        # link to nothing in the corpus folder is a missing shard, not one to skip in silence.
+        matches = [m for m in matches if not os.path.isdir(m)]
         if not matches:
             raise PretrainingDataError(f"--input_file: no input file found at {pattern!r}")
         files.extend(matches)
@@ -84,7 +86,8 @@ def check_input_files(files) -> None:
         raise PretrainingDataError("--input_file is required")
     for path in files:
         if not os.path.isfile(path):
-            raise PretrainingDataError(f"--input_file: no input file found at {path!r}")
+            broken = f" (a link to {os.readlink(path)!r}, which does not exist)" if os.path.islink(path) else ""
+            raise PretrainingDataError(f"--input_file: no input file found at {path!r}{broken}")
         if os.path.getsize(path) == 0:
             raise PretrainingDataError(f"--input_file: {path} is empty (expected one sentence per line)")
 

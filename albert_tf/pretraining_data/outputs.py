@@ -20,7 +20,7 @@ from typing import Iterator
 
 from absl import logging
 
-from albert_tf.fileio import TMP_MARK, is_remote
+from albert_tf.fileio import TMP_MARK, is_remote, make_folders
 from albert_tf.pretraining_data.config import (LOCK_SUFFIX, PART_SUFFIX, PipelineConfig, PretrainingDataError,
                                                 default_summary_file)
 from albert_tf.run_lock import RunLock
@@ -68,6 +68,15 @@ def check_outputs(config: PipelineConfig, runner: str) -> None:
             raise PretrainingDataError(f"--output_file: {path} exists and create_pretraining_data.py did not write "
                                        f"it (no summary of ours at {summary} lists it); move it away or pick "
                                        f"another --output_file")
+    # Outputs of an earlier run that this one would not replace (other shards, a shorter comma list):
+    # left beside the new ones, a glob such as 'out/train-*' would feed both runs' records to training,
+    # and once the new summary no longer listed them a later rerun would call them not ours.
+    new = {_identity(path) for path in outputs}
+    stale = sorted(path for path in (listed or ()) if path not in new and _exists(path))
+    if stale:
+        more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+        raise PretrainingDataError(f"--output_file: {stale[0]}{more}, written by an earlier run ({summary}), would "
+                                   f"be left beside this run's outputs; remove them or pick another --output_file")
 
 
 def output_paths_from_summary(config: PipelineConfig) -> list[str]:
@@ -140,7 +149,15 @@ def outputs_locked(config: PipelineConfig) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for path in config.output_files:
             if not is_remote(path):
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                try:
+                    make_folders(os.path.dirname(os.path.abspath(path)))
+                except (NotADirectoryError, FileNotFoundError) as e:  # a file or a link to nothing on the way
+                    culprit = e.filename
+                    while not os.path.lexists(culprit):  # the file in the way, not the folder under it
+                        culprit = os.path.dirname(culprit)
+                    problem = "not a folder" if isinstance(e, NotADirectoryError) else e.strerror
+                    raise PretrainingDataError(f"--output_file={path}: cannot make its folder: {culprit} is "
+                                               f"{problem}") from None
                 stack.enter_context(RunLock(path + LOCK_SUFFIX, what=f"--output_file={path}",
                                             take_over_hint=f"delete {path}{LOCK_SUFFIX}"))
         remove_leftovers(config)
@@ -205,5 +222,11 @@ def reporting_write_problems(config: PipelineConfig) -> Iterator[None]:
         if problem is None or (e.filename and os.path.abspath(e.filename) in map(os.path.abspath, config.input_files)):
             raise
         where = e.filename or ", ".join(config.output_files[:3]) + (" ..." if len(config.output_files) > 3 else "")
-        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if config.tmp_dir else ""
+        under_tmp_dir = config.tmp_dir and (not e.filename or _is_under(os.fspath(e.filename), config.tmp_dir))
+        tmp = f" (temporary files under --tmp_dir={config.tmp_dir})" if under_tmp_dir else ""
         raise PretrainingDataError(f"cannot write {where}{tmp}: {problem}") from None
+
+
+def _is_under(path: str, folder: str) -> bool:
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return os.path.commonpath([path, folder]) == folder

@@ -39,6 +39,7 @@ No process imports TensorFlow: the records are encoded and framed by `tfrecord`.
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import math
 import os
@@ -48,7 +49,9 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterator
 
+from albert_tf.fileio import signals_deferred
 from albert_tf.pretraining_data.document_store import (
     DATA_FILE, INDEX_FILE, DocumentStore, DocumentStoreWriter, token_typecode)
 from albert_tf.pretraining_data.external_shuffle import ENTRY_HEADER, ShuffleStats
@@ -66,8 +69,9 @@ from albert_tf.pretraining_data.config import (  # noqa: F401  (the tool's API, 
 )
 from albert_tf.pretraining_data.features import ExampleSerializer
 from albert_tf.pretraining_data.options import InstanceStats
-from albert_tf.pretraining_data.outputs import (check_outputs, outputs_locked, part_name, reporting_write_problems,
-                                                summary_path, work_dir_parent, work_dir_prefix)
+from albert_tf.pretraining_data.outputs import (WRITE_PROBLEMS, check_outputs, outputs_locked, part_name,
+                                                reporting_write_problems, summary_path, work_dir_parent,
+                                                work_dir_prefix)
 from albert_tf.pretraining_data.reading import CorpusFacts, ReadCounters, iter_blocks
 from albert_tf.pretraining_data.summary import Progress, build_summary, write_summary_json
 from albert_tf.pretraining_data.workers import (  # noqa: F401  (document_seed: re-exported)
@@ -80,6 +84,18 @@ from albert_tf.pretraining_data.workers import (  # noqa: F401  (document_seed: 
 )
 
 TFRECORD_FRAMING = 16  # length, its CRC, data CRC
+
+
+@contextlib.contextmanager
+def _writing_to(path: str) -> Iterator[None]:
+    """A write error that names no file (os.write, copy_file_range, a worker's f.write) names ``path``:
+    a full disk then says which one is full, the outputs' or --tmp_dir's."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno in WRITE_PROBLEMS:
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
 
 
 def _tokenize_corpus(config: PipelineConfig, runner: Runner, work_dir: str, counters: ReadCounters) -> CorpusFacts:
@@ -194,9 +210,10 @@ def _write_outputs(config: PipelineConfig, runner: Runner, scatter: ScatterFacts
             expected = scatter.bucket_counts[result.bucket]
             if result.instances != expected:
                 raise RuntimeError(f"bucket {result.bucket}: sorted {result.instances} of {expected} instances")
-            for piece, output in zip(result.pieces, outputs):
+            for piece, output, path in zip(result.pieces, outputs, config.output_files):
                 if piece is not None:
-                    _append_file(piece, output)
+                    with _writing_to(path):
+                        _append_file(piece, output)
             shuffle_stats.merge(result.stats)
             progress.update(result.instances, instances=result.instances)
         progress.update(final=True)
@@ -243,7 +260,8 @@ def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
     summary_file = summary_path(config)
     try:
         runner = Runner(settings, config.num_workers)
-        try:
+        # Everything but the outputs' own appends (named by _write_outputs) is written in the work folder.
+        with _writing_to(work_dir), contextlib.closing(runner):
             facts = _tokenize_corpus(config, runner, work_dir, counters)
             check_nonempty(config, facts.documents)
             serializer = ExampleSerializer(config.options.max_seq_length, config.options.num_masked_slots,
@@ -261,17 +279,16 @@ def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
                 # frees the disk before the outputs grow, once each worker has closed it (write_bucket)
                 os.remove(os.path.join(work_dir, name))
             _write_outputs(config, runner, scatter, num_buckets, temp_files, shuffle_stats)
-        finally:
-            runner.close()
         shuffle = {"buckets": num_buckets, "bucket_splits": shuffle_stats.bucket_splits,
                    "largest_sorted_bytes": shuffle_stats.largest_sorted_bytes,
                    "temporary_bytes": facts.store_bytes + scatter.bytes_written}
         summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
         # The summary first: it marks the outputs as this tool's, so that a run killed between the
-        # renames can be rerun over them (check_outputs).
-        write_summary_json(summary_file, summary)
-        for tmp, path in zip(temp_files, config.output_files):
-            os.replace(tmp, path)
+        # renames can be rerun over them (check_outputs). Ctrl-C or SIGTERM waits for the last rename.
+        with signals_deferred():
+            write_summary_json(summary_file, summary)
+            for tmp, path in zip(temp_files, config.output_files):
+                os.replace(tmp, path)
     except BaseException:
         for tmp in temp_files:  # this run's parts only (their token is this run's)
             if os.path.exists(tmp):

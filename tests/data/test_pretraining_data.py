@@ -184,3 +184,50 @@ def test_seed_changes_output(botchan_corpus, spm_model, make_config, tmp_path):
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and outs[0] != outs[2]
     assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+
+
+def test_lines_are_the_original_reader_s_carriage_returns_dropped(tmp_path):
+    """The original read its input with TensorFlow's GFile.readline, which drops every '\\r': a stray one
+    inside a line joined its neighbours ('carriage\\rreturn' one word). This tool read it as a space,
+    so such lines made other pieces than the original's. Expected: TensorFlow's own reader."""
+    import tensorflow as tf
+
+    from albert_tf.pretraining_data.reading import ReadCounters, iter_blocks
+
+    path = tmp_path / "cr.txt"
+    path.write_bytes(b"A lone carriage\rreturn here.\r\nWindows line.\r\n\r\n\rNext\r\rdocument.\r\r\n"
+                     b"Old Mac\rline\rends.\n")
+    expected, document = [], []
+    with tf.io.gfile.GFile(str(path), "r") as f:
+        for line in iter(f.readline, ""):
+            if line.strip():
+                document.append(line)
+            elif document:
+                expected.append(document)
+                document = []
+    expected.append(document)
+    blocks = iter_blocks((str(path),), 1 << 20, False, ReadCounters())
+    assert [document for block, _ in blocks for document in block] == expected
+
+
+def test_a_document_too_large_for_memory_is_warned_about_as_it_is_read(tmp_path, monkeypatch):
+    """A corpus without blank lines is one document, and a document is held whole: memory grew with the
+    corpus (16 bytes per byte of text measured) in silence, with no progress line until the document
+    ended. Now a warning names the file and line as the document passes LARGE_DOCUMENT_BYTES."""
+    from absl import logging
+
+    from albert_tf.pretraining_data import reading
+
+    warnings = []
+    monkeypatch.setattr(logging, "warning", lambda fmt, *args: warnings.append(fmt % args))
+    monkeypatch.setattr(reading, "LARGE_DOCUMENT_BYTES", 100, raising=False)
+    path = tmp_path / "corpus.txt"
+    short = "A short document.\n\n"
+    long_lines = [f"Sentence number {i} of a long document.\n" for i in range(10)]  # 39-40 bytes each
+    path.write_text(short + "".join(long_lines) + "\n" + short + "".join(long_lines), encoding="utf-8")
+    blocks = list(reading.iter_blocks((str(path),), 1 << 20, False, reading.ReadCounters()))
+    assert [len(document) for block, _ in blocks for document in block] == [1, 10, 1, 10]
+    # Crossing 100 bytes on the 3rd line of each long document (lines 3-12 and 16-25): once each.
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"{path}:5: one document (no blank line since line 3) is over 0 MB")
+    assert warnings[1].startswith(f"{path}:18: one document (no blank line since line 16)")

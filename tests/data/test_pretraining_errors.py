@@ -154,7 +154,7 @@ def test_unwritable_output_is_one_line_naming_the_path(tmp_path, spm_model, make
     else:
         def full(*args, **kwargs):
             raise err
-        monkeypatch.setattr(pipeline, "_write_outputs", full)
+        monkeypatch.setattr(pipeline, "_append_file", full)  # where the output's disk fills
     with pytest.raises(PretrainingDataError) as caught:
         create_pretraining_data(make_config(botchan_corpus, spm_model, [out]))
     where = err.filename or str(out)
@@ -343,3 +343,130 @@ def test_a_glob_over_the_output_folder_does_not_read_what_this_tool_wrote(tmp_pa
         str(tmp_path / n) for n in ("corpus.txt", "notes.lock", "out.tfrecord.tmp-draft"))
     assert resolve_input_files(f"{tmp_path / 'corpus.txt'},{out}", [out]) == (
         str(tmp_path / "corpus.txt"), out)  # named, not globbed: check_outputs refuses it in one line
+
+
+def test_a_glob_that_matches_a_link_to_nothing_is_an_error_not_a_skipped_shard(tmp_path):
+    """--input_file='corpus/*.txt' with one shard a dangling link: the shard was dropped in silence (the
+    run made data from the others); the original's reader failed on it. Folders a glob matches are still
+    passed over."""
+    from albert_tf.pretraining_data.config import resolve_input_files
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("A first sentence.\nA second one.\n", encoding="utf-8")
+    (corpus / "b.txt").symlink_to(tmp_path / "moved_away.txt")
+    (corpus / "sub.txt").mkdir()
+    with pytest.raises(PretrainingDataError, match=r"no input file found at '.*corpus/b\.txt' \(a link to "
+                                                   r"'.*moved_away\.txt', which does not exist\)"):
+        resolve_input_files(str(corpus / "*.txt"))
+    (tmp_path / "moved_away.txt").write_text("Back again.\nAnd here.\n", encoding="utf-8")
+    assert resolve_input_files(str(corpus / "*.txt")) == (str(corpus / "a.txt"), str(corpus / "b.txt"))
+
+
+def test_a_rerun_that_would_leave_an_earlier_run_s_outputs_beside_its_own_is_refused(tmp_path, spm_model,
+                                                                                      make_config):
+    """A rerun with fewer shards (or a shorter comma list) wrote its outputs and left the earlier run's
+    other shards beside them: a glob over the folder fed both runs' records to training, and the new
+    summary no longer listed them, so a third run called them files this tool did not write. Now the
+    rerun stops before any work, naming them, and leaves every file as it was."""
+    corpus = _small_corpus(tmp_path)
+    a, b = tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"
+    create_pretraining_data(make_config(corpus, spm_model, [a, b]))
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(PretrainingDataError, match=f"{b}, written by an earlier run .* would be left beside"):
+        create_pretraining_data(make_config(corpus, spm_model, [a], random_seed=2))
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+    b.unlink()  # as the message says
+    assert create_pretraining_data(make_config(corpus, spm_model, [a], random_seed=2))["output_files"] == [str(a)]
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_between_the_renames_leaves_the_outputs_of_one_run(tmp_path, spm_model, make_config, monkeypatch,
+                                                                   signum):
+    """Ctrl-C or SIGTERM after the summary and the first output were renamed into place left the other
+    outputs of the earlier run under the new summary: shards of two runs mixed, and nothing said so.
+    Now the signal acts after the last rename (the run still stops with it)."""
+    import signal
+
+    from albert_tf.pretraining_data import pipeline
+
+    class Terminated(Exception):
+        pass
+
+    def on_sigterm(signum, frame):  # as the CLI's handler: unwind
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        corpus = _small_corpus(tmp_path)
+        outputs = [tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"]
+        create_pretraining_data(make_config(corpus, spm_model, outputs, random_seed=1))
+        summary = tmp_path / "out-a.tfrecord.summary.json"
+        first = {p: p.read_bytes() for p in [*outputs, summary]}
+        real_replace = os.replace
+
+        def replace_then_signal(src, dst):
+            real_replace(src, dst)
+            if dst == str(outputs[0]):
+                os.kill(os.getpid(), getattr(signal, signum))
+
+        monkeypatch.setattr(pipeline.os, "replace", replace_then_signal)
+        with pytest.raises((KeyboardInterrupt, Terminated)):
+            create_pretraining_data(make_config(corpus, spm_model, outputs, random_seed=2))
+        second = {p: p.read_bytes() for p in [*outputs, summary]}
+        assert all(second[p] != first[p] for p in outputs)  # both outputs are the second run's
+        assert '"random_seed": 2' in second[summary].decode()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "out-a.tfrecord",
+                                                              "out-a.tfrecord.summary.json", "out-b.tfrecord"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_output_under_a_file_is_one_line_naming_the_file_in_the_way(tmp_path, spm_model, make_config,
+                                                                       monkeypatch):
+    """--output_file=notes/train.tfrecord with notes a file (or a link to nothing) stopped with
+    "[Errno 17] File exists: '…/notes'"; now one line says which name is in the way and why."""
+    from albert_tf.pretraining_data import pipeline
+
+    corpus = _small_corpus(tmp_path)
+    (tmp_path / "notes").write_text("the user's notes")
+    (tmp_path / "gone").symlink_to(tmp_path / "unmounted")
+    monkeypatch.setattr(pipeline, "_tokenize_corpus", lambda *a: pytest.fail("work started"))
+    cases = {tmp_path / "notes" / "train.tfrecord": f"{tmp_path / 'notes'} is not a folder",
+             tmp_path / "notes" / "sub" / "train.tfrecord": f"{tmp_path / 'notes'} is not a folder",
+             tmp_path / "gone" / "train.tfrecord": f"{tmp_path / 'gone'} is a link to {tmp_path / 'unmounted'}, "
+                                                   f"which does not exist"}
+    for output, message in cases.items():
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(make_config(corpus, spm_model, [output]))
+        assert str(error.value) == f"--output_file={output}: cannot make its folder: {message}"
+    assert (tmp_path / "notes").read_text() == "the user's notes"
+
+
+def test_a_full_disk_says_which_one_is_full_the_outputs_or_tmp_dir(tmp_path, spm_model, make_config, monkeypatch):
+    """With --tmp_dir on another disk, a full disk said "cannot write out-a, out-b (temporary files under
+    --tmp_dir=…): the disk is full" whichever was full (os.write and copy_file_range name no file). Now
+    the line names the output, or the work folder under --tmp_dir."""
+    import errno
+
+    from albert_tf.pretraining_data import pipeline, workers
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    corpus = _small_corpus(tmp_path)
+    outputs = [tmp_path / "out-a.tfrecord", tmp_path / "out-b.tfrecord"]
+    tmp_dir = tmp_path / "elsewhere"
+    config = make_config(corpus, spm_model, outputs, tmp_dir=str(tmp_dir))
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "_append_file", full)  # the outputs' disk
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(config)
+    assert str(error.value) == f"cannot write {outputs[0]}: the disk is full"
+    with monkeypatch.context() as patch:
+        patch.setattr(workers, "append_to_buckets", full)  # --tmp_dir's disk
+        with pytest.raises(PretrainingDataError) as error:
+            create_pretraining_data(config)
+    assert str(error.value).startswith(f"cannot write {tmp_dir}{os.sep}out-a.tfrecord.tmp-")
+    assert str(error.value).endswith(f" (temporary files under --tmp_dir={tmp_dir}): the disk is full")
+    assert _leftovers(tmp_path) == [] and list(tmp_dir.iterdir()) == []
