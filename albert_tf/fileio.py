@@ -79,6 +79,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     try:
         os.chmod(tmp, umask_mode())  # mkstemp makes 0600; the file gets what open() would give it
         yield tmp
+        sync_to_disk(tmp)
         try:
             os.replace(tmp, path)
         except OSError as e:  # the output's name, not the temporary's (a folder in the way)
@@ -90,6 +91,17 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
             # A write's error (a full disk) names no file: say which output it was.
             raise OSError(e.errno, e.strerror, path) from e
         raise
+
+
+def sync_to_disk(path: str) -> None:
+    """Puts a file's data on disk. Called before the rename that publishes it: a power cut after the
+    rename then finds the old file or the whole new one, never an empty one (the rename can reach the
+    disk before the data). The folder is not synced: losing the rename itself leaves the old file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -263,6 +263,7 @@ class Trainer:
                 logging.info("No checkpoint in %s: initializing with the task's init_fn.", output_dir)
                 self.task.init_fn(self.model)
             return None
+        self._refuse_another_configuration(latest, "was --output_dir used by a different configuration?")
         status = self.checkpoint.read(latest)
         try:
             status.assert_existing_objects_matched()
@@ -276,6 +277,24 @@ class Trainer:
         logging.info("Resumed from %s at step %d.", latest, int(self.global_step.numpy()))
         return latest
 
+    def _refuse_another_configuration(self, checkpoint_path: str, question: str) -> None:
+        """Before TensorFlow reads one of our checkpoints into a model of a registered kind: the weight
+        table names each weight that is missing or of another shape, with the config field to check.
+        TensorFlow matches the optimizer's slots by position, so it would report a slot of some other
+        weight's shape (or print a warning per unmatched value) instead."""
+        from albert_tf.weights import CheckpointError, check_fits, kinds
+
+        try:
+            kinds.kind_of(self.model)
+        except TypeError:
+            return  # no TF1 names (a model of the tests' toy tasks): TensorFlow's own check follows
+        try:
+            check_fits(self.model, checkpoint_path)
+        except CheckpointError as e:
+            lines = [line.strip() for line in str(e).splitlines()]  # a heading, then a line per weight
+            shown = " ".join(lines[:2]) + (" ..." if len(lines) > 2 else "")
+            raise ValueError(f"{shown} ({question})") from None
+
     def _load_for_evaluation(self, checkpoint_path: str) -> None:
         """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one of
         the original's (TF1 Estimator names) through the weights' name table. Either way every model
@@ -286,6 +305,7 @@ class Trainer:
             load_checkpoint(self.model, checkpoint_path)
             self.global_step.assign(int(tf.train.load_variable(checkpoint_path, "global_step")))
             return
+        self._refuse_another_configuration(checkpoint_path, "was it written for another config?")
         status = tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(checkpoint_path)
         status.expect_partial()  # the optimizer's slots are not needed to evaluate (no warnings about them)
         try:

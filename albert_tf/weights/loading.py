@@ -255,23 +255,10 @@ def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str
             var.assign(tf.cast(read(source), var.dtype))
 
 
-def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
-                    init_from_group0: bool = False) -> LoadReport:
-    """Loads a Google TF1 checkpoint (prefix or directory, with or without the
-    TF-Hub `module/` prefix), one of ours, our hub-style export's folder
-    (`albert_tf.export`), or a Hugging Face folder (config.json +
-    model.safetensors) into an AlbertModel, AlbertPretrainer or task model with an
-    `.encoder`.
-
-    Raises CheckpointError listing every missing or mis-shaped variable (name,
-    expected shape, found shape, the config field that likely differs). Head
-    variables (anything outside `bert/`) may be missing only with
-    `allow_missing_heads=True` (TF-Hub modules have no sentence-order head; some
-    Hugging Face classes have no pooler either).
-    """
-    if hf.is_hf_checkpoint(path):
-        return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
-                                  init_from_group0=init_from_group0)
+def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool):
+    """Where each model variable comes from in the checkpoint at ``path`` (not Hugging Face's), after
+    refusing a checkpoint that does not fit: (prefix, reader, format, keys, TF1 name table, sources,
+    head variables left as initialised)."""
     prefix = resolve_checkpoint(path)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
@@ -296,7 +283,37 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
         raise CheckpointError("\n".join(lines))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
+    return prefix, reader, fmt, keys, model_names, sources, missing_allowed
+
+
+def check_fits(model, path: str) -> None:
+    """Raises the `CheckpointError` `load_checkpoint(model, path)` would (a missing or mis-shaped
+    variable, with the config field to check; encoder layers the model has no place for), reading only
+    the checkpoint's index: the model is left as it is."""
+    _plan(model, path, allow_missing_heads=False, init_from_group0=False)
+
+
+def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
+                    init_from_group0: bool = False) -> LoadReport:
+    """Loads a Google TF1 checkpoint (prefix or directory, with or without the
+    TF-Hub `module/` prefix), one of ours, our hub-style export's folder
+    (`albert_tf.export`), or a Hugging Face folder (config.json +
+    model.safetensors) into an AlbertModel, AlbertPretrainer or task model with an
+    `.encoder`.
+
+    Raises CheckpointError listing every missing or mis-shaped variable (name,
+    expected shape, found shape, the config field that likely differs). Head
+    variables (anything outside `bert/`) may be missing only with
+    `allow_missing_heads=True` (TF-Hub modules have no sentence-order head; some
+    Hugging Face classes have no pooler either).
+    """
+    if hf.is_hf_checkpoint(path):
+        return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
+                                  init_from_group0=init_from_group0)
+    prefix, reader, fmt, keys, model_names, sources, missing_allowed = _plan(
+        model, path, allow_missing_heads, init_from_group0)
     _assign(model_names, sources, reader.get_tensor)
+    used = {source for source in sources.values() if source is not None}
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
     loaded = sorted(n for n in model_names if sources[n] is not None)
     return LoadReport(prefix, fmt, loaded, skipped, missing_allowed)

@@ -433,3 +433,44 @@ def test_a_version_folder_a_killed_export_left_is_removed_by_the_next_export(tmp
     finally:
         running.kill()
         running.wait()
+
+
+def _record_syncs_and_renames(monkeypatch):
+    """The order of fsyncs (by the path of the synced descriptor) and renames (by source)."""
+    events = []
+    real_fsync, real_replace, real_rename = os.fsync, os.replace, tf.io.gfile.rename
+
+    def fsync(fd):
+        events.append(("sync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("rename", os.path.realpath(src)))
+        return real_replace(src, dst)
+
+    def rename(src, dst, overwrite=False):
+        events.append(("rename", os.path.realpath(src)))
+        return real_rename(src, dst, overwrite)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(tf.io.gfile, "rename", rename)
+    return events
+
+
+def test_outputs_reach_the_disk_before_they_replace_the_old_ones(tmp_path, monkeypatch):
+    """Without an fsync before the rename, a power cut soon after can leave an empty file where the old
+    result or checkpoint was (the rename reached the disk, the data had not)."""
+    events = _record_syncs_and_renames(monkeypatch)
+    atomic_write_text(tmp_path / "eval_results.txt", "loss = 1.0\n")
+    (kind, tmp), *rest = events
+    assert kind == "sync" and os.path.basename(tmp).startswith("eval_results.txt")
+    assert rest == [("rename", tmp)]
+
+    events.clear()
+    _save(tmp_path, 10)
+    renamed = [path for kind, path in events if kind == "rename"]
+    prefix_files = [path for path in renamed if ".index" in path or ".data-" in path]
+    assert len(prefix_files) == 2, events  # the data shard and the index
+    for path in prefix_files:
+        assert events.index(("sync", path)) < events.index(("rename", path)), events
