@@ -70,35 +70,32 @@ def checkpoint_candidates(output_dir: str) -> list[str]:
 
 
 def is_original_checkpoint(checkpoint_path: str) -> bool:
-    """Whether a checkpoint was written by the original's Estimator (TF1 names, ``global_step`` at the top)
-    rather than by this loop (an object graph). One with TF1 names but no ``global_step`` is no run's
-    checkpoint (a converted or released model): neither way of reading a run's checkpoint fits it."""
-    names = tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
-        return False
-    if "global_step" not in names:
-        raise ValueError(
-            f"checkpoint {checkpoint_path} is in TF1 format without global_step, which no training run leaves (a "
-            f"converted or released model?): use its weights with --init_checkpoint={checkpoint_path} and a new "
-            f"--output_dir")
-    return True
+    """Whether a checkpoint has TF1 names (the original's Estimator wrote it, or it is a converted or
+    released model) rather than this loop's object graph."""
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in tf.train.load_checkpoint(checkpoint_path).get_variable_to_shape_map()
 
 
 def refuse_resuming_the_original(output_dir: str) -> None:
-    """Refuses to train on in a folder whose newest readable checkpoint the original's Estimator wrote: its
-    TF1 names hold no input position and other slot names. Only reads, so a driver calls it before any
-    work (evaluating the folder's checkpoints, repairing its state file), and a refused run changes nothing."""
+    """Refuses to train on in a folder whose newest readable checkpoint has TF1 names: the original's
+    Estimator's (no input position, other slot names), or a converted or released model copied in (no
+    ``global_step`` either: no run's checkpoint). Only reads, so a driver calls it before any work
+    (evaluating the folder's checkpoints, repairing its state file), and a refused run changes nothing."""
     for prefix in checkpoint_candidates(output_dir):
         try:
-            original = is_original_checkpoint(prefix)  # or ValueError: TF1 names without global_step
+            names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
         except (tf.errors.OpError, RuntimeError):
             continue  # an unreadable one: the resume point skips it, naming it
-        if original:
+        if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+            return
+        if "global_step" not in names:
             raise ValueError(
-                f"{prefix} was written by the original (TF1) code, which this loop does not resume: continue "
-                f"from its weights with --init_checkpoint={prefix} and a new --output_dir (the optimizer's "
-                f"moments and the step start over)")
-        return
+                f"checkpoint {prefix} is in TF1 format without global_step, which no training run leaves (a "
+                f"converted or released model?): train on from its weights with --init_checkpoint={prefix} and a "
+                f"new --output_dir")
+        raise ValueError(
+            f"{prefix} was written by the original (TF1) code, which this loop does not resume: continue "
+            f"from its weights with --init_checkpoint={prefix} and a new --output_dir (the optimizer's "
+            f"moments and the step start over)")
 
 
 def newest_intact_weights(output_dir: str) -> str | None:

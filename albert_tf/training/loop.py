@@ -296,14 +296,15 @@ class Trainer:
             raise ValueError(f"{shown} ({question})") from None
 
     def _load_for_evaluation(self, checkpoint_path: str) -> None:
-        """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one of
-        the original's (TF1 Estimator names) through the weights' name table. Either way every model
+        """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one with TF1
+        names (the original's Estimator's; a converted or released model copied in as model.ckpt-N, without
+        ``global_step``: the step its name says) through the weights' name table. Either way every model
         weight must come from it: a weight left at its initial value would be scored silently."""
         if is_original_checkpoint(checkpoint_path):
-            from albert_tf.weights import load_checkpoint
+            from albert_tf.weights import checkpoint_step, load_checkpoint
 
             load_checkpoint(self.model, checkpoint_path)
-            self.global_step.assign(int(tf.train.load_variable(checkpoint_path, "global_step")))
+            self.global_step.assign(checkpoint_step(checkpoint_path))
             return
         self._refuse_another_configuration(checkpoint_path, "was it written for another config?")
         status = tf.train.Checkpoint(model=self.model, global_step=self.global_step).read(checkpoint_path)

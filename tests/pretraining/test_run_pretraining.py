@@ -311,9 +311,11 @@ def test_resuming_with_fewer_groups_names_the_weights_left_over(data, tmp_path):
     assert {name: (folder / name).read_bytes() for name in os.listdir(folder)} == before
 
 
-def test_a_tf1_checkpoint_without_global_step_is_refused_naming_the_way_to_use_it(original_run, tmp_path):
-    """A converted (or released) model copied in as model.ckpt-N: TF1 names but no global_step, so neither a
-    run of the original nor of this loop; it was refused with an empty list of unrestored objects."""
+def test_a_tf1_checkpoint_without_global_step_is_evaluated_and_refused_for_training(original_run, tmp_path):
+    """A converted (or released) model copied in as model.ckpt-N: TF1 names but no global_step. Evaluating it
+    was refused with advice (--init_checkpoint and a new --output_dir) that an evaluation-only run cannot
+    follow (it evaluates the checkpoints of --output_dir); it is scored at the step its name says. Training on
+    is refused before any work (a state file was written first), naming the way to use its weights."""
     folder = tmp_path / "copied"
     folder.mkdir()
     converted = original_run["converted"]
@@ -322,16 +324,18 @@ def test_a_tf1_checkpoint_without_global_step_is_refused_naming_the_way_to_use_i
             (folder / name.replace("model.ckpt.", "model.ckpt-4.")).write_bytes((converted.parent / name).read_bytes())
     assert "global_step" not in tf.train.load_checkpoint(str(folder / "model.ckpt-4")).get_variable_to_shape_map()
     prefix = folder / "model.ckpt-4"
-    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 4), "--nodo_train",
-                "--do_eval", "--max_eval_steps=2")
+    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 6))
     assert done.returncode == 1, done.stderr[-3000:]
     assert _error_line(done.stderr) == (
         f"run_pretraining.py: error: checkpoint {prefix} is in TF1 format without global_step, which no training "
-        f"run leaves (a converted or released model?): use its weights with --init_checkpoint={prefix} and a new "
-        f"--output_dir")
+        f"run leaves (a converted or released model?): train on from its weights with --init_checkpoint={prefix} "
+        f"and a new --output_dir")
     assert sorted(os.listdir(folder)) == ["model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index"]
-    # Training there: the same line before any work (a state file was written first).
-    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 6))
-    assert done.returncode == 1, done.stderr[-3000:]
-    assert _error_line(done.stderr).startswith(f"run_pretraining.py: error: checkpoint {prefix} is in TF1 format")
-    assert sorted(os.listdir(folder)) == ["model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index"]
+    # Evaluation only: the same weights as our run's model.ckpt-4, so the same scores.
+    done = _run("run_pretraining.py", *_pretrain_flags(original_run["data"], str(folder), 4), "--nodo_train",
+                "--do_eval", "--max_eval_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    got, expected = _results(folder / "eval_results.txt"), _results(original_run["ours"] / "eval_results.txt")
+    assert got["global_step"] == 4 and set(got) == set(expected)
+    for key in expected:
+        assert got[key] == pytest.approx(expected[key], abs=1e-5), key
