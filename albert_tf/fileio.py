@@ -166,15 +166,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> str:
 
 
 def atomic_write_texts(texts: dict[str, str]) -> list[str]:
-    """Writes files that belong together (``path -> text``, UTF-8) so that a kill or a full disk leaves
-    either all of them or none replaced: every file is written whole under its temporary name before
+    """Writes files that belong together (``path -> text``, UTF-8) so that an interrupt, a kill before the
+    renames or a full disk leaves either all of them or none replaced: every file is written whole under its temporary name before
     the first rename, and a folder at any output's name is refused before any write (its rename would
     fail after others were done). Returns the paths."""
     paths = [os.fspath(path) for path in texts]
     for path in paths:
         if is_dir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
+    # Ctrl-C or SIGTERM acts after the last rename: between two, it left one file new and one old.
+    with signals_deferred(), contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
         for path, text in zip(paths, texts.values()):
             write_utf8(renames.enter_context(atomic_output(path)), text)
     return paths

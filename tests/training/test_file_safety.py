@@ -5,6 +5,7 @@ intact checkpoint on disk and rewrites the state file from what is there; retent
 and evaluation see every checkpoint on disk; evaluation skips damaged checkpoints, naming them."""
 import logging as std_logging
 import os
+import signal
 import stat
 
 import pytest
@@ -474,3 +475,20 @@ def test_outputs_reach_the_disk_before_they_replace_the_old_ones(tmp_path, monke
     assert len(prefix_files) == 2, events  # the data shard and the index
     for path in prefix_files:
         assert events.index(("sync", path)) < events.index(("rename", path)), events
+
+
+def test_ctrl_c_between_the_renames_of_files_that_belong_together_acts_after_the_last(tmp_path, monkeypatch):
+    """A SIGINT after the first rename raised KeyboardInterrupt inside the second file's exit: one file new,
+    one old (test_results.tsv against submit_results.tsv)."""
+    pair = [tmp_path / "test_results.tsv", tmp_path / "submit_results.tsv"]
+    atomic_write_texts({pair[0]: "old 1", pair[1]: "old 2"})
+    real_replace = os.replace
+
+    def replace_then_interrupt(src, dst):
+        real_replace(src, dst)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_texts({pair[0]: "new 1", pair[1]: "new 2"})
+    assert [p.read_text() for p in pair] == ["new 1", "new 2"]
