@@ -39,7 +39,7 @@ import traceback
 import uuid
 from typing import IO, Iterator
 
-from albert_tf.fileio import signals_deferred, umask_mode
+from albert_tf.fileio import signals_deferred, sync_to_disk, umask_mode
 from albert_tf.pretraining_data.config import (
     PipelineConfig,
     PretrainingDataError,
@@ -245,6 +245,9 @@ def _create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str)
             staged = [_stage_beside(st.temp_output(temp_dir, j), output)
                       for j, output in enumerate(config.output_files)]
             # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
+            for part in staged:  # as the local runner: on disk before the renames
+                if not bio.is_remote(part):
+                    sync_to_disk(part)
             with signals_deferred():  # as the local runner: Ctrl-C or SIGTERM waits for the last rename
                 if bio.is_remote(summary_file):
                     bio.write_bytes(summary_file, [(json.dumps(summary, indent=2) + "\n").encode()])

@@ -51,7 +51,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from albert_tf.fileio import signals_deferred
+from albert_tf.fileio import signals_deferred, sync_to_disk
 from albert_tf.pretraining_data.document_store import (
     DATA_FILE, INDEX_FILE, DocumentStore, DocumentStoreWriter, token_typecode)
 from albert_tf.pretraining_data.external_shuffle import ENTRY_HEADER, ShuffleStats
@@ -285,6 +285,8 @@ def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
         summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
         # The summary first: it marks the outputs as this tool's, so that a run killed between the
         # renames can be rerun over them (check_outputs). Ctrl-C or SIGTERM waits for the last rename.
+        for tmp in temp_files:  # on disk before the renames: a power cut then leaves no empty output
+            sync_to_disk(tmp)
         with signals_deferred():
             write_summary_json(summary_file, summary)
             for tmp, path in zip(temp_files, config.output_files):

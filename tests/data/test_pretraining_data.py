@@ -231,3 +231,21 @@ def test_a_document_too_large_for_memory_is_warned_about_as_it_is_read(tmp_path,
     assert len(warnings) == 2
     assert warnings[0].startswith(f"{path}:5: one document (no blank line since line 3) is over 0 MB")
     assert warnings[1].startswith(f"{path}:18: one document (no blank line since line 16)")
+
+
+def test_outputs_reach_the_disk_before_their_renames(botchan_corpus, spm_model, make_config, tmp_path, monkeypatch):
+    """Without an fsync before the rename, a power cut soon after the run could leave empty record files under
+    a summary that lists them (the renames reached the disk, the data had not)."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("sync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(("rename", os.path.abspath(src),
+                                                                        os.path.abspath(dst))),
+                                                         real_replace(src, dst))[1])
+    shards = [tmp_path / "s0.tfrecord", tmp_path / "s1.tfrecord"]
+    create_pretraining_data(make_config(botchan_corpus, spm_model, shards, dupe_factor=1))
+    for shard in shards:
+        (src,) = [e[1] for e in events if e[0] == "rename" and e[2] == str(shard)]
+        renamed = events.index(("rename", src, str(shard)))
+        assert ("sync", src) in events[:renamed], events
