@@ -115,7 +115,10 @@ def op_error_reason(err: BaseException) -> str:
                                                                      "File \"", "[[", "Error in user-defined",
                                                                      "<stack traces unavailable>"))]
     text = " ".join(kept) or message.strip().splitlines()[0]
-    # An eager op's error ends "[Op:<type>] name: <node name>": TensorFlow's, not the user's.
+    # An eager op's error ends "[Op:<type>] name: <node name>"; an input pipeline's starts "Error in
+    # user-defined function passed to MapDataset:1 transformation with iterator: Iterator::Root::...: ":
+    # TensorFlow's words, not the user's.
+    text = re.sub(r"Error in user-defined function passed to \S+ transformation with iterator: \S+:\s*", "", text)
     return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]( name:.*$)?|\{\{[^}]*\}\}", "", text).strip()
 
 
