@@ -13,8 +13,8 @@ the original module's; longer is an error):
   up to max_seq_length and padded to the request's longest row, then the `tokens` outputs
   plus the input_ids/input_mask used.
   Without the text signature (``text_signature=False``): `serving_default` is `tokens`, and no
-  tensorflow-text op is in the graph (the original module's had none either), so stock TF Serving,
-  the TF.js/LiteRT converters and plain TensorFlow load it.
+  tensorflow-text op is in the graph (the original module's had none either), so stock TF Serving
+  and plain TensorFlow load it, and converters (LiteRT, TF.js) meet no custom op.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
 in the graph) unless exported without the text signature. The reload is also a TF2 reusable

@@ -42,8 +42,8 @@ def define_text_signature_flag(signature: str, without: str) -> None:
     flags.DEFINE_bool("text_signature", True,
                       f"Export the raw-text signature ({signature}), which tokenizes in-graph with tensorflow-text "
                       f"ops: loading the export then needs `import tensorflow_text`. --notext_signature leaves it "
-                      f"out ({without}) and every tensorflow-text op with it, so stock TensorFlow Serving, the "
-                      f"TF.js/LiteRT converters and plain TensorFlow load the export.")
+                      f"out ({without}) and every tensorflow-text op with it: stock TensorFlow Serving and plain "
+                      f"TensorFlow load the export, and converters (LiteRT, TF.js) meet no custom op.")
 
 
 def define_stage_flags(*, do_train: bool, do_eval: bool | None, do_predict: bool, learning_rate: float,

@@ -29,7 +29,7 @@ numbered sub-directory `<export_dir>/<unix time>`, written under a temporary nam
 and renamed when complete. Loading needs `import tensorflow_text` first (it
 registers the SentencePiece ops the text signature uses), unless exported without
 `serving_text` (``text_signature=False``): then no tensorflow-text op is in the graph,
-and stock TF Serving, converters and plain TensorFlow load it.
+and stock TF Serving and plain TensorFlow load it.
 """
 from __future__ import annotations
 
