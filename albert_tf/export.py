@@ -12,13 +12,16 @@ the original module's; longer is an error):
 - `serving_default`: text (tf.string [N]) -> tokenized in-graph as `[CLS] text [SEP]`
   up to max_seq_length and padded to the request's longest row, then the `tokens` outputs
   plus the input_ids/input_mask used.
+  Without the text signature (``text_signature=False``): `serving_default` is `tokens`, and no
+  tensorflow-text op is in the graph (the original module's had none either), so stock TF Serving
+  and plain TensorFlow load it, and converters (LiteRT, TF.js) meet no custom op.
 
 Reload with `tf.saved_model.load(path)` after `import tensorflow_text` (its ops are
-in the graph). The reload is also a TF2 reusable SavedModel (``__call__`` = `tokens` on a dict of
-the three ids, ``variables``, ``trainable_variables``, ``regularization_losses``), what
-``hub.KerasLayer(path, trainable=True)`` fine-tunes. The tokenizer model and `albert_config.json` (as the original module
-ships it) are stored as assets. The variables are saved under their TF1 names
-(`tf1_variables/<name>`), so `load_checkpoint` reads the export back: export ->
+in the graph) unless exported without the text signature. The reload is also a TF2 reusable
+SavedModel (``__call__`` = `tokens` on a dict of the three ids, ``variables``, ``trainable_variables``,
+``regularization_losses``), what ``hub.KerasLayer(path, trainable=True)`` fine-tunes. The tokenizer
+model and `albert_config.json` (as the original module ships it) are stored as assets. The variables
+are saved under their TF1 names (`tf1_variables/<name>`), so `load_checkpoint` reads the export back: export ->
 fine-tune with `--init_checkpoint=<export>`.
 """
 from __future__ import annotations
@@ -158,6 +161,8 @@ class HubModule(tf.Module):
 
     def __init__(self, pretrainer, tokenizer, tokenizer_file: str, do_lower_case: bool, max_seq_length: int,
                  config_file: str | None = None):
+        """``tokenizer``: the in-graph (tensorflow-text) tokenizer of the raw-text ``serving_default``; None
+        for none (``serving_default`` is then ``tokens``, and no tensorflow-text op is saved)."""
         super().__init__(name="albert_hub_module")
         from albert_tf.weights.kinds import tf1_name_map
 
@@ -174,6 +179,7 @@ class HubModule(tf.Module):
         self.variables = list(pretrainer.encoder.variables)
         self.trainable_variables = list(pretrainer.encoder.trainable_variables)
         self.regularization_losses = []  # ALBERT has no weight regularizer
+        # Tracked, its resource is saved (tensorflow-text ops) whether a signature uses it or not.
         self.tokenizer = tokenizer
         self.tokenizer_asset = tf.saved_model.Asset(tokenizer_file)
         if config_file:
@@ -228,40 +234,54 @@ class HubModule(tf.Module):
         ids = [_int_spec(n) for n in ENCODER_INPUTS]
         for training in (False, True):  # the traces a reloaded __call__ chooses between
             self.__call__.get_concrete_function({n: _int_spec(n) for n in ENCODER_INPUTS}, training=training)
+        tokens = tf.function(self.tokens, input_signature=ids).get_concrete_function()
+        if self.tokenizer is not None:
+            serving = tf.function(self.serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+            serving = serving.get_concrete_function()
+        else:  # ids only: TF Serving's default signature is `tokens`
+            serving = tokens
         return {
-            "tokens": tf.function(self.tokens, input_signature=ids).get_concrete_function(),
+            "tokens": tokens,
             "mlm": tf.function(self.mlm, input_signature=ids + [_int_spec("mlm_positions")]).get_concrete_function(),
             "sop": tf.function(self.sop, input_signature=ids).get_concrete_function(),
             "tokenization_info": tf.function(self.tokenization_info, input_signature=[]).get_concrete_function(),
-            "serving_default": tf.function(
-                self.serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="text")]
-            ).get_concrete_function(),
+            "serving_default": serving,
         }
 
 
 def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None = None,
                       vocab_file: str | None = None, do_lower_case: bool = True,
-                      max_seq_length: int = 128, serving_precision: str = DEFAULT_SERVING_PRECISION) -> str:
+                      max_seq_length: int = 128, serving_precision: str = DEFAULT_SERVING_PRECISION,
+                      text_signature: bool = True) -> str:
     """Writes the SavedModel to `export_path` (via a temporary folder, then a rename), replacing an
     earlier export there; anything else there is refused (``check_export_path``).
     `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`).
+    `text_signature`: False leaves out the raw-text `serving_default` (it is `tokens` then) and with it
+    every tensorflow-text op (`max_seq_length` is unused then).
     Returns `export_path` (absolute when local; a symlink's own path, not its target)."""
     check_export_path(export_path)
     if bool(spm_model_file) == bool(vocab_file):
         raise ValueError("give exactly one of spm_model_file (SentencePiece) or vocab_file (WordPiece)")
-    if vocab_file:
-        from albert_tf.tokenization.tf_wordpiece import TFWordPieceTokenizer
+    tokenizer_file = vocab_file or spm_model_file
+    if not text_signature:
+        from albert_tf.vocab_check import tokenizer_vocab_size
 
-        tokenizer, tokenizer_file = TFWordPieceTokenizer(vocab_file, do_lower_case), vocab_file
+        tokenizer, vocab_size = None, tokenizer_vocab_size(spm_model_file, vocab_file)
     else:
-        from albert_tf.tokenization import TFTokenizer
+        if vocab_file:
+            from albert_tf.tokenization.tf_wordpiece import TFWordPieceTokenizer
 
-        tokenizer, tokenizer_file = TFTokenizer(spm_model_file, do_lower_case), spm_model_file
-    if max_seq_length > pretrainer.config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
-                         f"({pretrainer.config.max_position_embeddings})")
-    if tokenizer.vocab_size != pretrainer.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.vocab_size} pieces but the ALBERT config's "
+            tokenizer = TFWordPieceTokenizer(vocab_file, do_lower_case)
+        else:
+            from albert_tf.tokenization import TFTokenizer
+
+            tokenizer = TFTokenizer(spm_model_file, do_lower_case)
+        vocab_size = tokenizer.vocab_size
+        if max_seq_length > pretrainer.config.max_position_embeddings:
+            raise ValueError(f"--max_seq_length={max_seq_length} exceeds max_position_embeddings "
+                             f"({pretrainer.config.max_position_embeddings})")
+    if vocab_size != pretrainer.config.vocab_size:
+        raise ValueError(f"the tokenizer has {vocab_size} pieces but the ALBERT config's "
                          f"vocab_size is {pretrainer.config.vocab_size}: wrong tokenizer file for this model?")
     pretrainer = model_for_serving(pretrainer, serving_precision)
     config_dir = tempfile.mkdtemp()

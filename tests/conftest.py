@@ -66,6 +66,55 @@ def driver_cases():
     return run
 
 
+# ---- what a SavedModel needs besides plain TensorFlow ----
+@pytest.fixture(scope="session")
+def saved_model_ops():
+    """``ops(path)``: every op type in a SavedModel's ``saved_model.pb``, its graphs' nodes and their
+    function libraries'."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    def ops(path) -> set:
+        saved = saved_model_pb2.SavedModel()
+        saved.ParseFromString(pathlib.Path(path, "saved_model.pb").read_bytes())
+        return {node.op for graph in saved.meta_graphs for node in
+                [*graph.graph_def.node, *(n for f in graph.graph_def.library.function for n in f.node_def)]}
+
+    return ops
+
+
+_TEXT_OPS = r"""
+import json
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session as c_api
+
+def registered():
+    buf = c_api.TF_GetAllOpList()
+    try:
+        return {op.name for op in op_def_pb2.OpList.FromString(c_api.TF_GetBuffer(buf)).op}
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+
+plain = registered()
+import tensorflow_text  # noqa: F401
+print(json.dumps(sorted(registered() - plain)))
+"""
+
+
+@pytest.fixture(scope="session")
+def tensorflow_text_ops() -> set:
+    """The op types tensorflow-text registers (TensorFlow's registry after importing it, less before)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _TEXT_OPS], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ops = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert "SentencepieceOp" in ops, sorted(ops)[:20]
+    return ops
+
+
 # ---- ALBERT model fixtures (modeling and checkpoint tests) ----
 @pytest.fixture
 def reference(shared):

@@ -1,6 +1,7 @@
 """Exports an ALBERT checkpoint as a TF2 SavedModel with the original TF-Hub
 module's signatures (tokens, mlm, sop, tokenization_info) plus a raw-text
-`serving_default` that tokenizes in-graph.
+`serving_default` that tokenizes in-graph (tensorflow-text ops; ``--notext_signature``
+leaves it out: `serving_default` is then `tokens`, and plain TensorFlow loads the export).
 
   python export_model.py --albert_config_file=albert_base/albert_config.json \
       --checkpoint=albert_base/model.ckpt-best --spm_model_file=albert_base/30k-clean.model \
@@ -17,7 +18,7 @@ from __future__ import annotations
 from absl import flags
 
 from albert_tf.cli import entry_point, reports_errors, require_flags
-from albert_tf.drivers.finetuning import define_serving_precision_flag
+from albert_tf.drivers.finetuning import define_serving_precision_flag, define_text_signature_flag
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_directory", None,
@@ -37,11 +38,13 @@ flags.DEFINE_string("export_path", None, "SavedModel folder: new, empty or an ea
 flags.DEFINE_integer("max_seq_length", 128,
                      "Where the raw-text serving signature (serving_default) truncates text. The id signatures "
                      "(tokens, mlm, sop) take any length up to the config's max_position_embeddings, as the "
-                     "original module's.")
+                     "original module's. Unused with --notext_signature.")
 flags.DEFINE_bool("allow_missing_heads", False,
                   "Export even if the checkpoint lacks head weights (e.g. a TF-Hub module's sentence-order "
                   "head); those outputs are then meaningless.")
 define_serving_precision_flag()
+define_text_signature_flag("serving_default", "serving_default is then the same as tokens, on ids, as the original "
+                           "module's signatures")
 REQUIRED = ("albert_config_file", "checkpoint", "export_path")
 # --albert_directory's files, as export_to_tfhub.py named them.
 DIRECTORY_FILES = {"albert_config_file": "albert_config.json", "spm_model_file": "30k-clean.model"}
@@ -80,8 +83,11 @@ def main(argv) -> int:
     model = AlbertPretrainer(config)
     print(load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads).summary())
     path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,
-                             FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.serving_precision)
-    print(f"exported SavedModel ({FLAGS.serving_precision}) to {path} (signatures: tokens, mlm, sop, tokenization_info, serving_default)")
+                             FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.serving_precision,
+                             text_signature=FLAGS.text_signature)
+    serving = "serving_default" if FLAGS.text_signature else "serving_default = tokens"
+    print(f"exported SavedModel ({FLAGS.serving_precision}) to {path} "
+          f"(signatures: tokens, mlm, sop, tokenization_info, {serving})")
     return 0
 
 

@@ -36,6 +36,16 @@ def define_serving_precision_flag() -> None:
                       "float32, as exported (no serving options). Independent of --mixed_precision.")
 
 
+def define_text_signature_flag(signature: str, without: str) -> None:
+    """Whether an export holds its raw-text signature (new; the drivers that export one define it).
+    ``signature``: its name; ``without``: what the export serves instead."""
+    flags.DEFINE_bool("text_signature", True,
+                      f"Export the raw-text signature ({signature}), which tokenizes in-graph with tensorflow-text "
+                      f"ops: loading the export then needs `import tensorflow_text`. --notext_signature leaves it "
+                      f"out ({without}) and every tensorflow-text op with it: stock TensorFlow Serving and plain "
+                      f"TensorFlow load the export, and converters (LiteRT, TF.js) meet no custom op.")
+
+
 def define_stage_flags(*, do_train: bool, do_eval: bool | None, do_predict: bool, learning_rate: float,
                        train_step: int | None = None, warmup_step: int | None = None) -> None:
     """The original's flags of what a run does and how it trains (``do_eval``/``train_step`` None:

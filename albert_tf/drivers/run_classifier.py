@@ -27,7 +27,8 @@ from absl import flags, logging
 
 from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
-                                          define_serving_precision_flag, define_stage_flags, finetuning_main,
+                                          define_serving_precision_flag, define_stage_flags,
+                                          define_text_signature_flag, finetuning_main,
                                           job_from_flags, refuse_flags_of_another_mode)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
@@ -75,6 +76,8 @@ flags.DEFINE_float("threshold_to_export", float("nan"), "A decision threshold on
                    "probability, exported as `threshold` with `thresholded_predictions` beside the "
                    "argmax `predictions` (binary tasks only).")
 define_serving_precision_flag()
+define_text_signature_flag("serving_text", "serving_default, on serialized tf.Examples of ids, stays; a WordPiece "
+                           "--vocab_file can then be exported too")
 
 REQUIRED = ("task_name", "output_dir", "albert_config_file")
 
@@ -104,9 +107,9 @@ def task_and_job_from_flags():
     check_max_seq_length(processor.spec, FLAGS.max_seq_length)
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise ValueError("set --spm_model_file (SentencePiece model) or --vocab_file (WordPiece vocab)")
-    if FLAGS.export_dir and not FLAGS.spm_model_file:  # before training, not after it
+    if FLAGS.export_dir and FLAGS.text_signature and not FLAGS.spm_model_file:  # before training, not after it
         raise ValueError("--export_dir: the raw-text signature needs --spm_model_file (SentencePiece model); "
-                         "a WordPiece --vocab_file cannot be exported")
+                         "a WordPiece --vocab_file cannot be exported with it (--notext_signature exports without it)")
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
     job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
@@ -121,6 +124,7 @@ def task_and_job_from_flags():
         do_lower_case=FLAGS.do_lower_case,
         threshold_to_export=threshold,
         serving_precision=FLAGS.serving_precision,
+        text_signature=FLAGS.text_signature,
     )
     return task, job
 

@@ -27,7 +27,9 @@ the default is float32 whatever the training's `--mixed_precision`.
 As in the original (estimator.export_saved_model), each export goes to a new
 numbered sub-directory `<export_dir>/<unix time>`, written under a temporary name
 and renamed when complete. Loading needs `import tensorflow_text` first (it
-registers the SentencePiece ops the text signature uses).
+registers the SentencePiece ops the text signature uses), unless exported without
+`serving_text` (``text_signature=False``): then no tensorflow-text op is in the graph,
+and stock TF Serving and plain TensorFlow load it.
 """
 from __future__ import annotations
 
@@ -55,8 +57,8 @@ def check_threshold(spec: TaskSpec, threshold: float | None) -> None:
 
 
 class ClassifierServing(tf.Module):
-    """The exported object: the Keras classifier, the in-graph tokenizer, and the
-    signatures' functions."""
+    """The exported object: the Keras classifier, the in-graph tokenizer (None: no
+    ``serving_text``, no tensorflow-text op saved), and the signatures' functions."""
 
     def __init__(self, model, tokenizer, spec: TaskSpec, max_seq_length: int,
                  threshold: float | None = None):
@@ -67,6 +69,7 @@ class ClassifierServing(tf.Module):
         # load). Its variables are tracked directly instead.
         object.__setattr__(self, "_model", model)
         self.model_variables = list(model.variables)
+        # Tracked, its resource is saved (tensorflow-text ops) whether a signature uses it or not.
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
         self.regression = spec.is_regression
@@ -109,10 +112,12 @@ class ClassifierServing(tf.Module):
         return self._outputs(inputs)
 
     def signatures(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        """The two signatures' concrete functions. They are not attributes of the
-        module, so saving traces nothing else (the model is traced once per signature)."""
+        """The signatures' concrete functions (``serving_text`` only with a tokenizer). They are not
+        attributes of the module, so saving traces nothing else (the model is traced once per signature)."""
         strings = lambda name: tf.TensorSpec([None], tf.string, name=name)  # noqa: E731
         examples = tf.function(self.serve_examples, input_signature=[strings("examples")])
+        if self.tokenizer is None:
+            return {SERVING_EXAMPLES: examples.get_concrete_function()}
         if self.pair:
             text = tf.function(lambda a, b: self.serve_text(a, b),
                                input_signature=[strings("text_a"), strings("text_b")])
@@ -131,21 +136,25 @@ def _at_least_one_column(values: tf.SparseTensor) -> tf.SparseTensor:
 def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: int,
                       spm_model_file: str, do_lower_case: bool = True,
                       threshold: float | None = None,
-                      serving_precision: str = DEFAULT_SERVING_PRECISION) -> str:
+                      serving_precision: str = DEFAULT_SERVING_PRECISION, text_signature: bool = True) -> str:
     """Writes the SavedModel to a new `<export_dir>/<unix time>` and returns that path.
 
     `threshold` NaN or None means no threshold (the original's flag default is NaN).
     `serving_precision`: what the graph computes in (`albert_tf.modeling.serving_precision`).
+    `text_signature`: False leaves out `serving_text` and every tensorflow-text op (`spm_model_file`
+    is unused then).
     """
-    from albert_tf.tokenization import TFTokenizer
-
     if threshold is not None and math.isnan(threshold):
         threshold = None
-    if not spm_model_file:
-        raise ValueError("the raw-text signature needs --spm_model_file (SentencePiece model)")
+    tokenizer = None
+    if text_signature:
+        from albert_tf.tokenization import TFTokenizer
+
+        if not spm_model_file:
+            raise ValueError("the raw-text signature needs --spm_model_file (SentencePiece model)")
+        tokenizer = TFTokenizer(spm_model_file, do_lower_case)
     model = model_for_serving(model, serving_precision)
-    serving = ClassifierServing(model, TFTokenizer(spm_model_file, do_lower_case), spec,
-                                max_seq_length, threshold)
+    serving = ClassifierServing(model, tokenizer, spec, max_seq_length, threshold)
     with new_version_folder(export_dir) as (tmp, final):
         tf.saved_model.save(serving, tmp, signatures=serving.signatures())
     return final

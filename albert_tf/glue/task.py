@@ -37,6 +37,7 @@ class GlueTask(FineTuningTask):
     do_lower_case: bool = True
     threshold_to_export: float | None = None
     serving_precision: str = "float32"  # --serving_precision: what the export's graph computes in
+    text_signature: bool = True  # --text_signature: the export's raw-text signature (tensorflow-text ops)
 
     results_layout = outputs.RESULTS_LAYOUT
 
@@ -92,7 +93,8 @@ class GlueTask(FineTuningTask):
 
     def export(self, model, export_dir: str) -> dict[str, Any]:
         path = export.export_classifier(model, self.spec, export_dir, self.max_seq_length, self.spm_model_file,
-                                        self.do_lower_case, self.threshold_to_export, self.serving_precision)
+                                        self.do_lower_case, self.threshold_to_export, self.serving_precision,
+                                        self.text_signature)
         logging.info("Exported the SavedModel (%s) to %s", self.serving_precision, path)
         return {"export": path}
 

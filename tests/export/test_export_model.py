@@ -304,11 +304,11 @@ def test_albert_directory_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def _export(folder, spm, export_path, checkpoint=None, mask=None):
+def _export(folder, spm, export_path, checkpoint=None, mask=None, extra=()):
     return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
                            f"--albert_config_file={folder / 'albert_config.json'}",
                            f"--checkpoint={checkpoint or folder / 'google' / 'model.ckpt'}", f"--spm_model_file={spm}",
-                           f"--export_path={export_path}", f"--max_seq_length={SEQ}"],
+                           f"--export_path={export_path}", f"--max_seq_length={SEQ}", *extra],
                           capture_output=True, text=True, timeout=600,
                           preexec_fn=None if mask is None else (lambda: os.umask(mask)))
 
@@ -580,3 +580,63 @@ def test_the_summary_names_a_symlinked_export_path_as_given(exported, tmp_path):
     summary = [line for line in done.stdout.splitlines() if line.startswith("exported SavedModel")]
     assert summary == [f"exported SavedModel (float32) to {tmp_path / 'current'} "
                        f"(signatures: tokens, mlm, sop, tokenization_info, serving_default)"]
+
+
+def test_notext_signature_export_loads_in_plain_tensorflow(exported, tmp_path, saved_model_ops,
+                                                           tensorflow_text_ops):
+    """--notext_signature: no tensorflow-text op anywhere in the graph, so a process that never imports
+    tensorflow_text (nor albert_tf), as stock TF Serving or a converter, loads it; serving_default is
+    tokens on ids. Every export had the in-graph tokenizer: loading one failed without tensorflow_text
+    ("Op type not registered"), even for the id signatures. The rest is as the text export's: the
+    assets, the TF1 variable names load_checkpoint reads, and a later export may replace it."""
+    from albert_tf import export, load_checkpoint
+
+    folder, model, spm = exported
+    target = tmp_path / "ids"
+    done = _export(folder, spm, target, extra=["--notext_signature"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].endswith("(signatures: tokens, mlm, sop, tokenization_info, "
+                                                 "serving_default = tokens)")
+    assert "SentencepieceOp" in saved_model_ops(folder / "saved") & tensorflow_text_ops  # the text export's
+    assert saved_model_ops(target) & tensorflow_text_ops == set()
+    inputs, want = _reference(model, spm)
+    np.savez(tmp_path / "io.npz", **inputs, **{"want_" + k: v for k, v in want.items()})
+    script = textwrap.dedent(f"""
+        import json, sys, numpy as np, tensorflow as tf
+        io = np.load({str(tmp_path / 'io.npz')!r})
+        ids = {{k: tf.constant(io[k]) for k in ("input_ids", "input_mask", "segment_ids")}}
+        obj = tf.saved_model.load({str(target)!r})
+        result = {{"signatures": sorted(obj.signatures)}}
+        for name, outputs in (("serving_default", obj.signatures["serving_default"](**ids)),
+                              ("tokens", obj.signatures["tokens"](**ids)), ("__call__", obj(ids))):
+            for key, got in outputs.items():
+                result[name + "/" + key] = float(np.abs(got.numpy() - io["want_" + key]).max())
+        result["vocab_file"] = obj.signatures["tokenization_info"]()["vocab_file"].numpy().decode()
+        result["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow_text", "albert_tf"))
+        # LiteRT converts it, with built-in ops alone at a fixed shape (in this process without tensorflow_text).
+        fixed = tf.function(lambda a, b, c: obj.signatures["serving_default"](input_ids=a, input_mask=b, segment_ids=c))
+        spec = tf.TensorSpec(io["input_ids"].shape, tf.int32)
+        traced = fixed.get_concrete_function(spec, spec, spec)
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([traced], obj)
+        from ai_edge_litert.interpreter import Interpreter
+        lite = Interpreter(model_content=converter.convert()).get_signature_runner()
+        out = lite(a=io["input_ids"], b=io["input_mask"], c=io["segment_ids"])
+        for key in ("sequence_output", "pooled_output"):
+            match = [v for v in out.values() if v.shape == io["want_" + key].shape]
+            result["litert/" + key] = float(np.abs(match[0] - io["want_" + key]).max())
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result.pop("modules") == []
+    assert result.pop("signatures") == ["mlm", "serving_default", "sop", "tokenization_info", "tokens"]
+    assert result.pop("vocab_file").endswith("30k-clean.model")
+    assert sorted(result) == [f"{name}/{key}" for name in ("__call__", "litert", "serving_default", "tokens")
+                              for key in ("pooled_output", "sequence_output")]
+    assert max(result.values()) <= 1e-5, result
+    assert sorted(os.listdir(target / "assets")) == ["30k-clean.model", "albert_config.json"]
+    report = load_checkpoint(AlbertPretrainer(model.config), str(target))
+    assert report.format == "export" and report.skipped == [] and not report.missing_allowed
+    assert export.is_hub_export(str(target))

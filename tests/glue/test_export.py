@@ -124,6 +124,37 @@ def test_threshold_is_on_the_positive_class(shared, positive):
     assert got["predictions"].numpy().tolist() == np.argmax(probabilities, axis=-1).tolist()
 
 
+def test_an_export_without_the_text_signature_loads_in_plain_tensorflow(tmp_path, shared, saved_model_ops,
+                                                                        tensorflow_text_ops):
+    """text_signature=False (run_classifier's --notext_signature): serving_default on tf.Examples alone and
+    no tensorflow-text op in the graph, so a process that never imports tensorflow_text (nor albert_tf),
+    as stock TF Serving, loads it. Every export held the SentencePiece ops of serving_text: loading one
+    failed without tensorflow_text, even for serving_default. It needs no SentencePiece model."""
+    import json
+    import subprocess
+    import sys
+
+    spec = get_task_spec("mrpc")
+    model = heads.build_classifier(AlbertConfig(**TINY), "mrpc")
+    want, serialized = _keras_outputs(model, spec, _tokenizer(shared), EXAMPLES)
+    path = export.export_classifier(model, spec, str(tmp_path / "glue"), SEQ, None, text_signature=False)
+    assert saved_model_ops(path) & tensorflow_text_ops == set()
+    np.savez(tmp_path / "io.npz", serialized=np.array(serialized, dtype=object), want=want)
+    script = f"""
+import json, sys, numpy as np, tensorflow as tf
+io = np.load({str(tmp_path / 'io.npz')!r}, allow_pickle=True)
+obj = tf.saved_model.load({path!r})
+got = obj.signatures["serving_default"](examples=tf.constant(list(io["serialized"])))["probabilities"].numpy()
+print(json.dumps({{"signatures": sorted(obj.signatures), "diff": float(np.abs(got - io["want"]).max()),
+                  "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow_text", "albert_tf"))}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"signatures": ["serving_default"], "diff": result["diff"], "modules": []}
+    assert result["diff"] <= 1e-5, result
+
+
 def test_export_to_remote_storage_writes_one_version_folder():
     """gs:// export folders (TensorFlow's ram:// filesystem stands in for a bucket): written in place,
     loadable, and a second export is a new version beside the first."""

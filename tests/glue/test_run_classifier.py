@@ -327,3 +327,32 @@ def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path
     done = run_driver(*flags(explicit, "--do_train", "--nodo_eval", "--nodo_predict", "--keep_checkpoint_max=2"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert steps(explicit) == [6, 7]
+
+
+def test_notext_signature_exports_a_wordpiece_model_without_tensorflow_text(tmp_path, glue_slices, tiny_config_file,
+                                                                          random_tf1_checkpoint, saved_model_ops,
+                                                                          tensorflow_text_ops):
+    """--notext_signature: the export holds serving_default (tf.Examples) alone and no tensorflow-text op,
+    so stock TF Serving loads it, and a WordPiece --vocab_file model, which serving_text cannot tokenize,
+    is exported too (it was refused)."""
+    from albert_tf import AlbertConfig
+
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    head = {"output_weights": np.full([2, config.hidden_size], 0.1, np.float32),  # a fine-tuned checkpoint's head
+            "output_bias": np.zeros([2], np.float32)}
+    random_tf1_checkpoint(config, tmp_path / "model.ckpt", extra=head)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (tmp_path / "vocab.txt").write_text("\n".join(specials + [f"w{i}" for i in range(30000 - 5)]) + "\n")
+    proc = run_driver("--task_name=MRPC", f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+                      f"--vocab_file={tmp_path / 'vocab.txt'}", f"--output_dir={tmp_path / 'out'}",
+                      f"--max_seq_length={SEQ}", f"--init_checkpoint={tmp_path / 'model.ckpt'}",
+                      f"--export_dir={tmp_path / 'export'}", "--notext_signature")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (version,) = (tmp_path / "export").iterdir()
+    assert saved_model_ops(version) & tensorflow_text_ops == set()
+    assert "ParseExample" in " ".join(saved_model_ops(version))  # the tf.Example signature is there
+    loaded = tf.saved_model.load(str(version))
+    assert sorted(loaded.signatures) == ["serving_default"]
+    example = features.to_tf_example(features.InputFeatures([2, 7, 3], [1, 1, 1], [0, 0, 0], 0), False)
+    out = loaded.signatures["serving_default"](examples=tf.constant([example.SerializeToString()]))
+    assert out["probabilities"].shape == (1, 2)
