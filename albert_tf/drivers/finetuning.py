@@ -231,7 +231,7 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
     from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
-    from albert_tf.training.distribution import worker_info
+    from albert_tf.training.distribution import ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
 
     require_flags(f, "output_dir")
@@ -239,11 +239,13 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
         refuse_resuming_the_original(f.output_dir)
     strategy = strategy_from_flags(f)
     worker = worker_info(strategy)
-    with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index, f.take_over_run_lock):
-        task, job = task_and_job_from_flags()
-        produced = run(task, job, strategy)
-    if produced:  # other workers than the chief produce nothing
-        print(closing_summary(os.path.basename(sys.argv[0]), produced), flush=True)
+    with ending_together(strategy):  # the other workers wait while the chief evaluates, predicts, exports
+        with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index,
+                             f.take_over_run_lock):
+            task, job = task_and_job_from_flags()
+            produced = run(task, job, strategy)
+        if produced:  # other workers than the chief produce nothing
+            print(closing_summary(os.path.basename(sys.argv[0]), produced), flush=True)
     return produced
 
 

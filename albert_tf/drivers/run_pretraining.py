@@ -91,7 +91,7 @@ def main(argv) -> int:
     from albert_tf.data.input_pipeline import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
     from albert_tf.fileio import absolute
-    from albert_tf.training.distribution import worker_info
+    from albert_tf.training.distribution import ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
     from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
 
@@ -107,8 +107,8 @@ def main(argv) -> int:
     strategy = strategy_from_flags()
     worker = worker_info(strategy)
     # The run lock before the first write (the evaluation of checkpoints left by an earlier run).
-    with output_dir_lock(absolute(FLAGS.output_dir), worker.num_workers, worker.worker_index,
-                         FLAGS.take_over_run_lock):
+    with ending_together(strategy), output_dir_lock(absolute(FLAGS.output_dir), worker.num_workers,
+                                                    worker.worker_index, FLAGS.take_over_run_lock):
         _train_and_evaluate(config, strategy)
     return 0
 

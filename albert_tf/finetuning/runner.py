@@ -130,9 +130,10 @@ class _Runner:
     def new_model(self):
         return self.task.build_model(AlbertModel(self.job.albert_config, self.one_hot))
 
-    def built_model(self):
+    def built_model(self, model=None):
+        """``model`` (default: a new one) with its weights made, in the strategy's scope."""
         with self.strategy.scope():
-            model = self.new_model()
+            model = model or self.new_model()
             model(model.dummy_inputs(seq_length=self.task.dummy_seq_length()))
         return model
 
@@ -190,6 +191,11 @@ class _Runner:
             train_data=f"the feature cache {train.cached.record_file} (move it away and it is built again)",
         )
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)
+        if job.do_eval:
+            # The weights are made here, in the scope (on every worker: a collective under MultiWorkerMirrored):
+            # evaluating a checkpoint an interrupted run left made them outside it, and training then failed
+            # ("`colocate_vars_with` must only be passed a variable created in this tf.distribute.Strategy.scope()").
+            self.built_model(trainer.model)
         if job.do_eval and trainer.worker.is_chief:
             evaluator = self.checkpoint_evaluator(trainer.model)
             evaluator.evaluate_pending(trainer.is_scheduled_save)  # left over by an interrupted run

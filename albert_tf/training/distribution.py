@@ -17,14 +17,21 @@ dynamic ``LossScaleOptimizer``).  Set it before building the model.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import socket
+import time
+from typing import Iterator
 
 import tensorflow as tf
 from absl import logging
+from tensorflow.python.eager import context
 
 from albert_tf.keras import keras
+from albert_tf.training.faults import WorkerLostError, op_error_reason
+from albert_tf.training.signals import TrainingInterrupted
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -183,3 +190,100 @@ def worker_info(strategy: tf.distribute.Strategy) -> WorkerInfo:
 def make_tf_config(worker_addresses: list[str], index: int) -> str:
     """The TF_CONFIG value for worker ``index`` of a job of ``worker_addresses`` (host:port)."""
     return json.dumps({"cluster": {"worker": list(worker_addresses)}, "task": {"type": "worker", "index": index}})
+
+
+# How long the chief waits at a job's end for the other workers' processes to exit.
+EXIT_WAIT_SECONDS = 60.0
+_DONE_KEY = "albert_tf/end_of_job/"  # + a task's "job/index": that task's work is done
+
+
+@contextlib.contextmanager
+def ending_together(strategy: tf.distribute.Strategy) -> Iterator[None]:
+    """Runs a job's work; the workers of a multi-worker job then end together, the chief last.
+
+    The chief hosts TensorFlow's coordination service, to which every worker sends heartbeats until its
+    process exits. A chief that exited first made another worker's next heartbeat fail (worker 1:
+    "Failed to send RPC to coordination service ... Connection refused"), and a worker that exited while
+    the chief still evaluated or predicted alone was reported on the chief as crashed ("The following
+    tasks are unhealthy"): error records after a job that succeeded. So when its work is done (or stopped
+    by a signal, which stops every worker at the same step) each worker waits for the chief's, and the
+    chief returns only once the other workers' processes have ended.
+    """
+    info = worker_info(strategy)
+    if info.num_workers <= 1:
+        yield
+        return
+    try:
+        yield
+    except TrainingInterrupted:
+        _end_together(strategy, info)
+        raise
+    _end_together(strategy, info)
+
+
+def _end_together(strategy: tf.distribute.Strategy, info: WorkerInfo) -> None:
+    own, others = _tasks(strategy)
+    coordination = context.context()
+    if not info.is_chief:
+        coordination.set_config_key_value(_DONE_KEY + own, "done")
+        (chief, address), = [(task, address) for task, address in others.items() if _is_chief_task(task, others)]
+        failed = _wait_for_key(coordination, _DONE_KEY + chief, address)
+        if failed:  # the chief's outputs may be incomplete: the job failed
+            raise WorkerLostError(f"the chief (/job:{chief.replace('/', '/task:')}) of the multi-worker job "
+                                  f"stopped before the job's end ({failed}); its log says why")
+        return
+    for task, address in others.items():
+        failed = _wait_for_key(coordination, _DONE_KEY + task, address)
+        if failed:  # this (the chief's) work is done and written: a worker that went first changes nothing
+            logging.warning("/job:%s of the multi-worker job ended before the job's end (%s); the chief's work "
+                            "is done.", task.replace("/", "/task:"), failed)
+    coordination.set_config_key_value(_DONE_KEY + own, "done")
+    _wait_until_closed(list(others.values()), EXIT_WAIT_SECONDS)
+
+
+def _tasks(strategy: tf.distribute.Strategy) -> tuple[str, dict[str, str]]:
+    """This task's "job/index", and {"job/index": "host:port"} of every other task of the job."""
+    resolver = strategy.cluster_resolver
+    own = f"{resolver.task_type}/{resolver.task_id or 0}"
+    tasks = {f"{job}/{index}": address for job, addresses in resolver.cluster_spec().as_dict().items()
+             if job in ("chief", "worker") for index, address in enumerate(addresses)}
+    tasks.pop(own, None)
+    return own, tasks
+
+
+def _is_chief_task(task: str, others: dict[str, str]) -> bool:
+    """The chief: /job:chief/task:0 when the cluster has one, else /job:worker/task:0 (as ``worker_info``)."""
+    return task == "chief/0" or (task == "worker/0" and "chief/0" not in others)
+
+
+def _wait_for_key(coordination, key: str, address: str) -> str | None:
+    """Waits until the coordination service holds ``key``; None, or why the task that sets it is gone. It asks
+    every half second, so that a Ctrl-C is taken at once (a call into TensorFlow holds Python's lock)."""
+    while True:
+        try:
+            coordination.get_config_key_value(key, 500)
+            return None
+        except tf.errors.DeadlineExceededError:
+            if not _accepts_connections(address):
+                return f"its process at {address} is gone"
+        except tf.errors.OpError as e:
+            return f"{type(e).__name__}: {op_error_reason(e)}"
+
+
+def _accepts_connections(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):  # refused (the process is gone), unreachable, or not host:port
+        return False
+
+
+def _wait_until_closed(addresses: list[str], timeout: float) -> None:
+    """Returns when no address accepts connections (each worker's process has exited), or after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    pending = list(addresses)
+    while pending and time.monotonic() < deadline:
+        pending = [address for address in pending if _accepts_connections(address)]
+        if pending:
+            time.sleep(0.1)
