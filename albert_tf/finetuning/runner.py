@@ -17,6 +17,7 @@ How it differs from the original's drivers (and why):
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any, Callable
@@ -131,8 +132,12 @@ class _Runner:
         return self.task.build_model(AlbertModel(self.job.albert_config, self.one_hot))
 
     def built_model(self, model=None):
-        """``model`` (default: a new one) with its weights made, in the strategy's scope."""
-        with self.strategy.scope():
+        """``model`` (default: a new one) with its weights made, in the strategy's scope. A new model of a
+        multi-worker job is the chief's alone (it evaluates, predicts and exports alone while the others wait
+        for the job's end): made in the scope, its weights were a collective the others never joined, and an
+        evaluation- or prediction-only job hung. It is made outside the scope, on the chief's own device."""
+        alone = model is None and worker_info(self.strategy).num_workers > 1
+        with contextlib.nullcontext() if alone else self.strategy.scope():
             model = model or self.new_model()
             model(model.dummy_inputs(seq_length=self.task.dummy_seq_length()))
         return model

@@ -60,3 +60,35 @@ def test_a_two_worker_job_ends_without_coordination_errors(glue_slices, spm_mode
         errors = [line for line in stderr.splitlines() if line.startswith("E") and "cuInit" not in line]
         assert errors == [], (index, errors)
     assert "run_classifier.py: done" in logs[0][0] and (out / "test_results.tsv").exists()
+
+
+def test_an_evaluation_and_prediction_only_two_worker_job_ends(glue_slices, spm_model, tmp_path):
+    """Without --do_train the chief evaluates and predicts alone while worker 1 waits for the job's end: the
+    chief's model was made in the strategy's scope, a collective worker 1 never joined, and the job hung."""
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY_CONFIG))
+    out = tmp_path / "out"
+    command = [sys.executable, str(REPO / "run_classifier.py"), "--task_name=mrpc", f"--data_dir={glue_slices}",
+               f"--albert_config_file={config}", f"--spm_model_file={spm_model}", f"--output_dir={out}",
+               "--max_seq_length=32", "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    trained = subprocess.run(command + ["--do_train", "--train_step=1", "--save_checkpoints_steps=1"], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    addresses = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    workers = [subprocess.Popen(command + ["--nodo_train", "--do_eval", "--do_predict",
+                                           "--distribution_strategy=multi_worker_mirrored"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**env, "TF_CONFIG": make_tf_config(addresses, index)})
+               for index in range(2)]
+    try:
+        logs = [worker.communicate(timeout=300) for worker in workers]  # the old code never ended
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+    for worker, (_, stderr) in zip(workers, logs):
+        assert worker.returncode == 0, stderr[-3000:]
+    assert "eval_accuracy" in (out / "eval_results.txt").read_text()
+    assert len((out / "test_results.tsv").read_text().splitlines()) == 12  # MRPC's 12 test rows: one line each
