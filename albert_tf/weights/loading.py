@@ -255,11 +255,11 @@ def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str
             var.assign(tf.cast(read(source), var.dtype))
 
 
-def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool):
+def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, verify: bool = True):
     """Where each model variable comes from in the checkpoint at ``path`` (not Hugging Face's), after
     refusing a checkpoint that does not fit: (prefix, reader, format, keys, TF1 name table, sources,
-    head variables left as initialised)."""
-    prefix = resolve_checkpoint(path)
+    head variables left as initialised). ``verify``: first read every tensor back (`resolve_checkpoint`)."""
+    prefix = resolve_checkpoint(path) if verify else find_checkpoint(path)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
     keys = set(shapes)
@@ -289,8 +289,9 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool):
 def check_fits(model, path: str) -> None:
     """Raises the `CheckpointError` `load_checkpoint(model, path)` would (a missing or mis-shaped
     variable, with the config field to check; encoder layers the model has no place for), reading only
-    the checkpoint's index: the model is left as it is."""
-    _plan(model, path, allow_missing_heads=False, init_from_group0=False)
+    the checkpoint's index: the model is left as it is. Its callers have checked that the checkpoint reads
+    back; reading every tensor again here cost a whole extra read of it per resume and per evaluation."""
+    _plan(model, path, allow_missing_heads=False, init_from_group0=False, verify=False)
 
 
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
