@@ -135,13 +135,13 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     """The records at ``record_file`` if its side file says they were made from ``settings``,
     else ``build`` them (atomically) and write the side file (with the count of records written);
     a build starts with a line naming ``source`` (what is converted: the data file), then a progress line
-    every ``training.reporting.PROGRESS_SECONDS`` (records written, of ``expected()`` when the caller can
+    every ``progress.PROGRESS_SECONDS`` (records written, of ``expected()`` when the caller can
     count them, records/s and the ETA): MNLI's or QQP's training file takes minutes.
 
     ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
     import tensorflow as tf
 
-    from albert_tf.training.reporting import Progress
+    from albert_tf.progress import Progress
 
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}

@@ -9,7 +9,8 @@ from typing import Any, Callable, Mapping
 
 from absl import logging
 
-from albert_tf.training.summaries import LazySummaryWriter, format_duration, write_scalar_summary
+from albert_tf.progress import PROGRESS_SECONDS, Progress, format_duration  # noqa: F401  (re-exported)
+from albert_tf.training.summaries import LazySummaryWriter, write_scalar_summary
 
 
 @dataclasses.dataclass
@@ -90,43 +91,3 @@ class Reporter:
     def flush(self) -> None:
         self.writer.flush()
 
-
-# Seconds between two progress lines of an evaluation or prediction (the first comes after this long).
-PROGRESS_SECONDS = 30.0
-
-
-class Progress:
-    """A line at most every ``PROGRESS_SECONDS`` while an evaluation or prediction runs (they printed nothing
-    until done): batches done, of ``total_batches`` when known, examples/s and the ETA, as the training
-    lines. The first batch, which traces the step, is left out of the rate."""
-
-    def __init__(self, what: str, total_batches: int | None = None, unit: str = "batch"):
-        self.what, self.total_batches, self.unit = what, total_batches, unit
-        self.batches = 0
-        self.timed_batches = self.timed_examples = 0
-        self.timed_since: float | None = None  # the end of the first batch
-        self.last_line = time.time()
-
-    def add(self, batches: int, examples: int) -> None:
-        """Counts ``batches`` more done (``examples`` rows); logs a line when one is due."""
-        now = time.time()
-        self.batches += batches
-        if self.timed_since is None:
-            self.timed_since = now
-        else:
-            self.timed_batches += batches
-            self.timed_examples += examples
-        if now - self.last_line >= PROGRESS_SECONDS:
-            self.last_line = now
-            logging.info("%s", self.line(now))
-
-    def line(self, now: float) -> str:
-        text = f"{self.what}: {self.unit} {self.batches}" + (f"/{self.total_batches}" if self.total_batches else "")
-        if not self.timed_batches:  # only the first batch so far: its tracing says nothing of the rate
-            return text
-        elapsed = max(now - (self.timed_since or now), 1e-9)
-        text += f", examples/s = {self.timed_examples / elapsed:.1f}"
-        if self.total_batches:
-            left = max(self.total_batches - self.batches, 0)
-            text += f", ETA {format_duration(left * elapsed / self.timed_batches)}"
-        return text

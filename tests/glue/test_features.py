@@ -172,11 +172,11 @@ def test_real_tokenizer_on_mrpc_dev(shared):
 def test_conversion_logs_progress_with_the_count_of_rows(tmp_path, monkeypatch, write_tsv):
     """Converting a large file (MNLI, QQP: minutes) logs records done of the file's rows, the rate and the
     ETA, as the original's "Writing example N of M" did; it printed nothing until the end."""
-    from albert_tf.training import reporting
+    from albert_tf import progress
 
-    monkeypatch.setattr(reporting, "PROGRESS_SECONDS", 0.0)  # a line after each record
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # a line after each record
     logged = []
-    monkeypatch.setattr(reporting.logging, "info", lambda message, *args: logged.append(message % args))
+    monkeypatch.setattr(progress.logging, "info", lambda message, *args: logged.append(message % args))
     rows = [["index", "question", "sentence", "label"]] + [[str(i), f"q {i}", f"s {i}", "entailment"]
                                                           for i in range(5)]
     write_tsv(tmp_path / "QNLI" / "dev.tsv", rows)

@@ -14,7 +14,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "albert_tf"
 # Each unit of the package (a subpackage or a top-level module) and its floor, lowest first. A unit
 # may import from lower floors only; units on one floor are peers and import nothing of each other.
 FLOORS = {
-    "cpu_bf16": 0, "errors": 0, "fileio": 0, "fused": 0, "keras": 0, "lazy": 0, "processes": 0, "startup": 0,
+    "cpu_bf16": 0, "errors": 0, "fileio": 0, "fused": 0, "keras": 0, "lazy": 0, "processes": 0, "progress": 0,
+    "startup": 0,
     "config": 1, "demo_data": 1, "run_lock": 1, "versions": 1,
     "tokenization": 2,
     "modeling": 3,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from albert_tf import progress
 from albert_tf.training import reporting
 from albert_tf.training.summaries import LazySummaryWriter
 
@@ -102,7 +103,7 @@ def test_gather_logs_progress_with_the_batches_there_are(monkeypatch, logged):
 
     from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 
-    monkeypatch.setattr(reporting, "PROGRESS_SECONDS", 0.0)  # a line after each batch
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)  # a line after each batch
     runner = BatchRunner(lambda batch: {"x": batch["x"] * 2, "is_real_example": batch["is_real_example"]})
     rows = {"x": np.arange(10), "is_real_example": np.array([1] * 9 + [0])}
     known = tf.data.Dataset.from_tensor_slices(rows).batch(2)  # 5 batches, as its cardinality says
