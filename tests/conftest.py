@@ -49,6 +49,17 @@ print(json.dumps(results))
 
 
 @pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt, as in a user's Python; pytest-xdist's workers ignore SIGINT, so a test
+    that sends one to itself there saw nothing."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
 def driver_cases():
     """``run(driver, cases)``: {case name: {"code": exit code, "stderr": what main wrote, "warnings": the
     messages logged at WARNING or above}} for {name: argv}, ``driver`` a module such as "run_squad"."""

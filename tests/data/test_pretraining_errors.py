@@ -382,7 +382,7 @@ def test_a_rerun_that_would_leave_an_earlier_run_s_outputs_beside_its_own_is_ref
 
 @pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
 def test_a_signal_between_the_renames_leaves_the_outputs_of_one_run(tmp_path, spm_model, make_config, monkeypatch,
-                                                                   signum):
+                                                                   signum, sigint_raises):
     """Ctrl-C or SIGTERM after the summary and the first output were renamed into place left the other
     outputs of the earlier run under the new summary: shards of two runs mixed, and nothing said so.
     Now the signal acts after the last rename (the run still stops with it)."""

@@ -477,7 +477,8 @@ def test_outputs_reach_the_disk_before_they_replace_the_old_ones(tmp_path, monke
         assert events.index(("sync", path)) < events.index(("rename", path)), events
 
 
-def test_ctrl_c_between_the_renames_of_files_that_belong_together_acts_after_the_last(tmp_path, monkeypatch):
+def test_ctrl_c_between_the_renames_of_files_that_belong_together_acts_after_the_last(tmp_path, monkeypatch,
+                                                                                      sigint_raises):
     """A SIGINT after the first rename raised KeyboardInterrupt inside the second file's exit: one file new,
     one old (test_results.tsv against submit_results.tsv)."""
     pair = [tmp_path / "test_results.tsv", tmp_path / "submit_results.tsv"]
