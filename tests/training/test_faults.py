@@ -304,8 +304,7 @@ def test_an_input_pipelines_error_is_given_in_its_own_words():
     """TensorFlow's prefix for an error inside a dataset's map ("Error in user-defined function passed to
     MapDataset:1 transformation with iterator: Iterator::Root::ParallelMapV2: ") stayed in the one line."""
     records = tf.data.Dataset.from_tensor_slices([b"not a record"]).map(
-        lambda s: tf.io.parse_single_example(s, {"x": tf.io.FixedLenFeature([], tf.int64)}),
-        num_parallel_calls=2)
+        lambda s: tf.io.parse_single_example(s, {"x": tf.io.FixedLenFeature([], tf.int64)}))
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:
         list(records)
     assert "Error in user-defined function" in raised.value.message  # what TensorFlow says
