@@ -25,6 +25,28 @@ SLOW_DRIVER = textwrap.dedent("""
     sys.exit(130)
 """)
 
+
+def _start_demo_step(tmp_path, driver: str, default_signal: int) -> tuple[subprocess.Popen, str]:
+    """Runs the demo's ``driver`` step (a stand-in script in ``tmp_path``) in its own session, with
+    ``default_signal`` at its default handler (also when the suite runs under nohup, which ignores SIGHUP),
+    and reads its output up to the driver's first step line (returned; empty if the demo ended first)."""
+    script = tmp_path / "demo_step.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
+        from albert_tf import demo
+        demo.REPO = {str(tmp_path)!r}
+        demo.Demo({str(tmp_path / "out")!r}, quick=True).driver({driver!r})
+    """))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(default_signal, signal.SIG_DFL))
+    line = process.stdout.readline()
+    while line and "step 1/100" not in line:
+        line = process.stdout.readline()
+    return process, line
+
+
 def test_ctrl_c_waits_for_the_driver_and_ends_in_one_line(tmp_path):
     (tmp_path / "slow_driver.py").write_text(SLOW_DRIVER)
     script = tmp_path / "demo_step.py"
@@ -64,21 +86,8 @@ def test_sigint_to_the_demo_alone_is_passed_on_to_its_driver(tmp_path):
     one line with 130."""
     (tmp_path / "slow_driver.py").write_text(
         "import os\nopen('driver.pid', 'w').write(str(os.getpid()))\n" + SLOW_DRIVER)
-    script = tmp_path / "demo_step.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
-        from albert_tf import demo
-        demo.REPO = {str(tmp_path)!r}
-        demo.Demo({str(tmp_path / "out")!r}, quick=True).driver("slow_driver.py")
-    """))
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process, line = _start_demo_step(tmp_path, "slow_driver.py", signal.SIGINT)
     try:
-        line = process.stdout.readline()
-        while line and "step 1/100" not in line:
-            line = process.stdout.readline()
         assert "step 1/100" in line, process.stderr.read()
         os.kill(process.pid, signal.SIGINT)  # the demo's pid only
         stdout, stderr = process.communicate(timeout=120)  # the driver alone never ends: a hang fails here
@@ -115,23 +124,9 @@ def test_sigterm_or_sighup_to_the_demos_group_stops_its_driver_too(tmp_path, sen
     went on training, orphaned. Now the demo passes it on (SIGHUP as SIGTERM, the drivers' clean stop), waits
     for the driver's stop and ends with the status of a process that signal ended."""
     (tmp_path / "term_driver.py").write_text(TERM_DRIVER)
-    script = tmp_path / "demo_step.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {REPO!r})  # this checkout's albert_tf
-        from albert_tf import demo
-        demo.REPO = {str(tmp_path)!r}
-        demo.Demo({str(tmp_path / "out")!r}, quick=True).driver("term_driver.py")
-    """))
-    # The signal at its default in the demo, also when this test runs under nohup (which ignores SIGHUP).
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True,
-                               preexec_fn=lambda: signal.signal(sent, signal.SIG_DFL))
+    process, line = _start_demo_step(tmp_path, "term_driver.py", sent)
     driver = tmp_path / "out" / "driver.pid"
     try:
-        line = process.stdout.readline()
-        while line and "step 1/100" not in line:
-            line = process.stdout.readline()
         assert "step 1/100" in line, process.stderr.read()
         os.killpg(process.pid, sent)
         stdout, stderr = process.communicate(timeout=120)
