@@ -73,20 +73,23 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
     model.ckpt-best in output_dir, else its newest intact checkpoint, else ``init_checkpoint``.
 
     When best_trial.txt names a best step but model.ckpt-best is gone (a run killed while replacing
-    it), that step's own checkpoint is the same weights; without it the run stops rather than
-    predict with other weights than the chosen ones."""
+    it) or damaged (a disk fault), that step's own checkpoint is the same weights; without it the run
+    stops rather than predict with other weights than the chosen ones."""
     best = os.path.join(output_dir, files.BEST_BASENAME)
-    if tf.io.gfile.exists(best + ".index"):
+    damage = files.checkpoint_damage(best) if tf.io.gfile.exists(best + ".index") else f"{best}.index is missing"
+    if damage is None:
         return best
     _, best_step, _ = BestCheckpointKeeper(output_dir, "").read()
     if best_step >= 0:
         same = files.checkpoint_prefix(output_dir, best_step)
-        if tf.io.gfile.exists(same + ".index"):
-            logging.warning("%s is missing; using %s, the step %s names as the best", best,
-                            same, BEST_TRIAL_FILENAME)
+        if tf.io.gfile.exists(same + ".index") and files.checkpoint_damage(same) is None:
+            logging.warning("%s; using %s, the step %s names as the best", damage, same, BEST_TRIAL_FILENAME)
             return same
+    if tf.io.gfile.exists(best + ".index"):
+        return best  # damaged, and no copy of it: loading it stops naming the damage
+    if best_step >= 0:
         raise ValueError(f"{os.path.join(output_dir, BEST_TRIAL_FILENAME)} names step {best_step} as the best, but "
-                         f"neither {best} nor that step's checkpoint is there (a run stopped while copying it?): "
+                         f"neither {best} nor that step's checkpoint is there intact (a run stopped while copying it?): "
                          f"move {BEST_TRIAL_FILENAME} away, then rerun: with --do_eval the checkpoints on disk are "
                          f"evaluated and the best chosen again, without it the newest checkpoint is used")
     latest = newest_intact_weights(output_dir)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import FineTuningJob, resolve_weights, run
+from albert_tf.finetuning import runner
 from albert_tf.finetuning.runner import _Runner
 from albert_tf.glue import heads
 from albert_tf.glue.processors import get_processor
@@ -89,8 +90,36 @@ def test_best_checkpoint_selection_and_reruns(task, job, monkeypatch):
         if name.startswith("model.ckpt-40."):
             os.remove(os.path.join(out, name))
     with pytest.raises(ValueError, match="best_trial.txt names step 40 as the best, but neither .*model.ckpt-best "
-                                         "nor that step's checkpoint is there"):
+                                         "nor that step's checkpoint is there intact"):
         resolve_weights(out, None)
+
+
+def test_a_damaged_best_falls_back_to_its_own_step(task, job, monkeypatch):
+    """model.ckpt-best damaged on disk (a disk fault): the step best_trial.txt names holds the same
+    weights, so predicting uses it; with that step pruned too, the run stops naming the damage."""
+    os.makedirs(job.output_dir)
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):
+        _save(model, job.output_dir, step)
+    out = job.output_dir
+    files.copy_checkpoint(os.path.join(out, "model.ckpt-10"), os.path.join(out, "model.ckpt-best"))
+    with open(os.path.join(out, "best_trial.txt"), "w") as f:
+        f.write("20:10:0.8")
+    data = os.path.join(out, "model.ckpt-best.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(10)
+    warnings = []
+    monkeypatch.setattr(runner.logging, "warning", lambda fmt, *args: warnings.append(fmt % args))
+    assert resolve_weights(out, None) == os.path.join(out, "model.ckpt-10")  # not the newer model.ckpt-20
+    assert warnings and f"{data} is damaged" in warnings[0] and "model.ckpt-10" in warnings[0]
+    for name in os.listdir(out):
+        if name.startswith("model.ckpt-10."):
+            os.remove(os.path.join(out, name))
+    with pytest.raises(CheckpointError) as err:
+        run(task, dataclasses.replace(job, do_predict=True), CPU)
+    message = str(err.value)
+    assert "\n" not in message and f"{data} is damaged" in message
+    assert not [name for name in os.listdir(out) if "results" in name]  # no predictions written
 
 
 def test_predicting_over_only_damaged_checkpoints_stops_instead_of_using_init_checkpoint(task, job, tmp_path):
