@@ -25,7 +25,8 @@ from typing import Callable
 
 import tensorflow as tf
 
-from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, make_folders, sync_to_disk, umask_mode
+from albert_tf.fileio import (TMP_MARK, atomic_write_text, is_remote, make_folders, signals_deferred, sync_to_disk,
+                              umask_mode)
 
 CHECKPOINT_BASENAME = "model.ckpt"
 BEST_BASENAME = "model.ckpt-best"
@@ -99,14 +100,17 @@ def _move_checkpoint_files(src_prefix: str, dst_prefix: str, copy: bool = False)
             _remove_quietly(staged)
             raise
         files = staged
-    old = _files_of(dst_prefix)
-    _remove_quietly([f for f in old if f.endswith(".index")])
     for src in files:
         if not is_remote(src):
             sync_to_disk(src)
-    for src, dst in zip(files, targets):
-        tf.io.gfile.rename(src, dst, overwrite=True)
-    _remove_quietly(sorted(set(old) - set(targets)))
+    # Ctrl-C or SIGTERM between two renames left data shards without their index (a new conversion's
+    # output the rerun refuses to replace, or a mix of two checkpoints): they act after the last one.
+    with signals_deferred():
+        old = _files_of(dst_prefix)
+        _remove_quietly([f for f in old if f.endswith(".index")])
+        for src, dst in zip(files, targets):
+            tf.io.gfile.rename(src, dst, overwrite=True)
+        _remove_quietly(sorted(set(old) - set(targets)))
 
 
 # What reading a damaged checkpoint raises (a truncated shard gives IndexError, a garbage index

@@ -337,7 +337,7 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
     model.safetensors (float32) and, with `spm_model_file`, spiece.model and
     tokenizer_config.json. Everything is checked before the first file is
     written; each file is replaced atomically, config.json last."""
-    from albert_tf.fileio import atomic_output, make_folders, umask_mode, write_utf8
+    from albert_tf.fileio import atomic_output, make_folders, signals_deferred, umask_mode, write_utf8
 
     refuse_another_layer_order(model.config, folder)
     tensors = architecture_tensors(model, architecture)
@@ -365,4 +365,8 @@ def write_checkpoint(model, folder: str, architecture: str, *, spm_model_file: O
         weights = renames.enter_context(atomic_output(_join(folder, WEIGHTS_FILE)))
         _save_safetensors(tensors, weights, _join(folder, WEIGHTS_FILE))
         os.chmod(weights, umask_mode())  # save_file puts a new file of mode 0600 in the temporary's place
+        # Ctrl-C or SIGTERM between two renames left the weights without their config.json, a folder the
+        # rerun refuses to write into: they act after the last rename.
+        with signals_deferred():
+            renames.close()
     return folder

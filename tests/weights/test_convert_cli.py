@@ -174,6 +174,32 @@ def test_a_kill_at_the_config_leaves_a_state_the_rerun_completes(shared, tmp_pat
     assert (out / "model.ckpt.index").exists()
 
 
+def test_ctrl_c_between_the_checkpoint_renames_acts_after_the_index(shared, tmp_path, monkeypatch, sigint_raises):
+    """A Ctrl-C just after the data shard was renamed into place used to leave it without its index: no
+    checkpoint, and a rerun refused by the shard. It now acts once the index is in place too."""
+    import signal
+
+    from albert_tf.conversion import convert
+    from albert_tf.weights import files
+
+    folder = shared("reference", "albert_tiny_shared")
+    real_rename = tf.io.gfile.rename
+
+    def rename_then_interrupt(src, dst, overwrite=False):
+        real_rename(src, dst, overwrite=overwrite)
+        if ".data-" in dst:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(files.tf.io.gfile, "rename", rename_then_interrupt)
+    out = tmp_path / "out" / "model.ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        convert(str(folder / "model.ckpt"), str(out), "tf1_to_tf2",
+                config_file=str(folder / "albert_config.json"))
+    monkeypatch.undo()
+    assert (tmp_path / "out" / "model.ckpt.index").exists()
+    assert files.checkpoint_damage(str(out)) is None
+
+
 def test_the_converter_clears_what_killed_writes_left_in_its_output_folder(shared, tmp_path):
     """Under the folder's run lock (the one a run's chief holds when it does the same), the temporaries this
     package's writers name are removed; a user's file with .tmp- in its name is not."""

@@ -303,6 +303,31 @@ def test_an_interrupted_write_leaves_no_file_and_the_rerun_writes_them_all(tmp_p
                                                         "tokenizer_config.json"]
 
 
+def test_ctrl_c_between_the_renames_acts_after_the_last(tmp_path, monkeypatch, sigint_raises):
+    """Every file is written before the first rename; a Ctrl-C that arrives just after the weights were renamed
+    into place used to stop there, leaving model.safetensors without config.json (a folder the rerun refuses to
+    write into). It now acts once the folder is complete."""
+    import signal
+
+    from albert_tf import fileio
+
+    model = AlbertModel(AlbertConfig(**MULTI_GROUP))
+    model(model.dummy_inputs())
+    real_replace = os.replace
+
+    def replace_then_interrupt(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith("model.safetensors"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(fileio.os, "replace", replace_then_interrupt)
+    folder = tmp_path / "hf"
+    with pytest.raises(KeyboardInterrupt):
+        save_hf_checkpoint(model, str(folder), "AlbertModel")
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert json.loads((folder / "config.json").read_text())["num_hidden_groups"] == 2
+
+
 @pytest.mark.parametrize("fault", ["file_size_limit", "full_disk"])
 def test_storage_out_of_room_while_writing_the_weights_is_one_line_naming_them(tmp_path, monkeypatch, fault):
     """safetensors raises its own SafetensorError (a 31-line traceback from convert_checkpoint): it is the
