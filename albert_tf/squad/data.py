@@ -139,11 +139,16 @@ def answer_texts(qa: dict, source: str) -> list[str]:
     return texts
 
 
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def read_squad_examples(path: str | os.PathLike, is_training: bool) -> list[SquadExample]:
     """Reads every question of a SQuAD file, in file order.
 
     Training needs a labelled answer (the first of ``answers``, as the original
-    takes the only one) with an ``answer_start`` inside the context, unless
+    takes the only one) whose text is the context's at its ``answer_start``
+    (the original trained on the span there, whatever the text), unless
     ``is_impossible``. Prediction needs only id, question and context.
     """
     source = os.fspath(path)
@@ -178,6 +183,10 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool) -> list[Squa
             if start + len(texts[0]) > len(context):  # the span's end is an index into the context too
                 raise _bad(source, qid, f"answer text ({len(texts[0])} characters from answer_start {start}) "
                                         f"runs past the end of its context (length {len(context)})")
+            found = context[start:start + len(texts[0])]
+            if found != texts[0]:  # the model would learn the span at answer_start, not this text
+                raise _bad(source, qid, f"answer text {_clip(texts[0])!r} is not at answer_start {start}: "
+                                        f"the context has {_clip(found)!r} there")
             example.orig_answer_text = texts[0]
             example.start_position = start
         elif is_training:

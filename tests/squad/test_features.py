@@ -214,3 +214,19 @@ def test_malformed_entries_name_the_question(tmp_path):
     broken.write_text('{"data": [}')
     with pytest.raises(data.SquadFormatError, match="not valid JSON.*line 1"):
         data.read_squad_examples(str(broken), False)
+
+
+def test_a_training_answer_not_at_its_answer_start_names_the_question(tmp_path):
+    """The original trained on the span at answer_start whatever the text said ("The Denver Bro" here):
+    a wrong label, silently. Prediction files are not judged (their answers only score)."""
+    context = "The Denver Broncos won Super Bowl 50."
+    qa = {"id": "q-shifted", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": 0}]}
+    path = _write(tmp_path, {"data": [{"paragraphs": [{"context": context, "qas": [qa]}]}]})
+    with pytest.raises(data.SquadFormatError) as raised:
+        data.read_squad_examples(path, is_training=True)
+    assert str(raised.value) == (f"{path}: question id 'q-shifted': answer text 'Denver Broncos' is not at "
+                                 f"answer_start 0: the context has 'The Denver Bro' there")
+    assert [e.qas_id for e in data.read_squad_examples(path, is_training=False)] == ["q-shifted"]
+    qa["answers"][0]["answer_start"] = 4
+    path = _write(tmp_path, {"data": [{"paragraphs": [{"context": context, "qas": [qa]}]}]})
+    assert data.read_squad_examples(path, is_training=True)[0].start_position == 4

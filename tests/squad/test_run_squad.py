@@ -256,6 +256,9 @@ def test_driver_errors(common, shared, tmp_path):
     past_end.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
         {"id": "q-past-end", "question": "What?",
          "answers": [{"text": "a long answer text", "answer_start": 14}]}]}]}]}))
+    shifted = tmp_path / "shifted.json"  # trained on the span at answer_start ("A sho"), silently
+    shifted.write_text(json.dumps({"data": [{"paragraphs": [{"context": "A short context.", "qas": [
+        {"id": "q-shifted", "question": "What?", "answers": [{"text": "short", "answer_start": 0}]}]}]}]}))
     no_questions = tmp_path / "no_questions.json"  # named the internal cache (train), a KeyError (predict)
     no_questions.write_text(json.dumps({"version": "1.1", "data": []}))
     users_export = tmp_path / "users_export"  # a folder holding someone else's albert_model.tflite
@@ -300,6 +303,9 @@ def test_driver_errors(common, shared, tmp_path):
         ([f"--output_dir={tmp_path / 'past_end'}", "--do_train", f"--train_file={past_end}"],
          f"{past_end}: question id 'q-past-end': answer text (18 characters from answer_start 14) runs past "
          f"the end of its context (length 16)"),
+        ([f"--output_dir={tmp_path / 'shifted'}", "--do_train", f"--train_file={shifted}"],
+         f"{shifted}: question id 'q-shifted': answer text 'short' is not at answer_start 0: the context has "
+         f"'A sho' there"),
         ([f"--output_dir={tmp_path / 'empty_train'}", "--do_train", f"--train_file={no_questions}"],
          f"SQuAD file {no_questions} holds no questions"),
         ([f"--output_dir={tmp_path / 'empty_predict'}", "--do_predict", f"--predict_file={no_questions}"],
