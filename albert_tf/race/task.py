@@ -19,7 +19,7 @@ import tensorflow as tf
 from albert_tf.data.feature_cache import check_distinct_caches
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split, model_inputs, with_estimator_keys
 from albert_tf.race import outputs, records
-from albert_tf.race.data import race_files, read_race
+from albert_tf.race.data import RaceExample, race_files, read_race
 from albert_tf.race.features import Tokenizer
 from albert_tf.race.model import DEFAULT_DROPOUT, RaceModel, loss_fn
 
@@ -43,6 +43,8 @@ class RaceTask(FineTuningTask):
     high_only: bool = False
     middle_only: bool = False
     record_files: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    # each split's examples, read once (by check_splits, before any work)
+    _examples: dict[str, list[RaceExample]] = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     key_metric = outputs.KEY_METRIC
     results_layout = outputs.RESULTS_LAYOUT
@@ -52,16 +54,23 @@ class RaceTask(FineTuningTask):
         return "RACE"
 
     def check_splits(self, splits) -> None:
-        for split in splits:  # a missing folder is reported before any work
-            race_files(self.data_dir, split, self.high_only, self.middle_only)
+        # Every line of every split the run needs is read now: a missing folder, a malformed line or an empty
+        # split stops the run before any work (the test split was otherwise first read after the whole training).
+        for split in splits:
+            self._read(split)
         check_distinct_caches({RECORD_FLAGS[split] if self.record_files.get(split) else f"the {split} cache":
                                self._record_file(split) for split in RECORD_FILES})
 
     def _record_file(self, split: str) -> str:
         return self.record_files.get(split) or os.path.join(self.output_dir, RECORD_FILES[split])
 
+    def _read(self, split: str) -> list[RaceExample]:
+        if split not in self._examples:
+            self._examples[split] = read_race(self.data_dir, split, self.high_only, self.middle_only)
+        return self._examples[split]
+
     def load_split(self, split: str) -> Split:
-        examples = read_race(self.data_dir, split, self.high_only, self.middle_only)
+        examples = self._read(split)
         data_files = [path for _, path in race_files(self.data_dir, split, self.high_only, self.middle_only)]
         record_file = self._record_file(split)
         cached = records.cached_features(examples, data_files, record_file, self.tokenizer, self.tokenizer_id,

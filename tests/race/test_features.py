@@ -115,3 +115,65 @@ def test_padding_example_is_all_zeros(tokenizer):
 def test_impossible_lengths_are_refused(tokenizer, max_seq_length, max_qa_length, flag):
     with pytest.raises(ValueError, match=flag):
         features.choice_inputs(example(), tokenizer, max_seq_length, max_qa_length)
+
+
+def original_pieces(sp, text):
+    """The original's encode_pieces as it ran under Python 3: a piece ending in digit + "," is split
+    into the digits' own pieces and ","."""
+    pieces = []
+    for piece in sp.encode(text, out_type=str):
+        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+            pieces += sp.encode(piece[:-1].replace("\u2581", ""), out_type=str) + [","]
+        else:
+            pieces.append(piece)
+    return pieces
+
+
+def original_clean(text):
+    """The original's preprocess_text(text, lower=True): spaces collapsed, NFKD, accents dropped, lower case."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFKD", " ".join(text.strip().split()))
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
+def original_inputs(sp, example, max_seq_length, max_qa_length):
+    """race_utils' RaceProcessor.read_examples + convert_single_example, written from its rules."""
+    context, question = original_clean(example.article), original_clean(example.question)
+    ids, mask, seg = (np.zeros((4, max_seq_length), np.int64) for _ in range(3))
+    for j, option in enumerate(example.options):
+        option = original_clean(option)
+        qa = question.replace("_", option) if "_" in question else " ".join([question, option])
+        ending = original_pieces(sp, qa)[-max_qa_length:]
+        kept = original_pieces(sp, context)
+        if len(kept) + len(ending) > max_seq_length - 3:
+            kept = kept[: max_seq_length - 3 - len(ending)]
+        tokens = ["[CLS]", *kept, "[SEP]", *ending, "[SEP]"]
+        ids[j, : len(tokens)] = [sp.piece_to_id(t) for t in tokens]
+        mask[j, : len(tokens)] = 1
+        seg[j, len(kept) + 2: len(tokens)] = 1
+    return ids, mask, seg
+
+
+CLOZE_CASES = {
+    "cloze, two blanks": (example(article="In 1990, 25,000 people came to the Café of Zoë.",
+                                  question="_ people came in 1990, and _ stayed.",
+                                  options=("25,000", "Ten", "NAÏVE  ones", "")), 64, 16),
+    "fullwidth blank, cut article": (example(article=LONG_ARTICLE + " In 2001, 3,400 came.",
+                                             question="Anna walked to ＿ by the water, 2,",
+                                             options=("the old mill", "1,000 houses", "“home”", "a park")), 40, 8),
+    "no blank, digits": (example(article="Tom, 12, has 1,500 cards.", question="How many cards, 1,",
+                                 options=("1,500", "15,00", "150", "Ｆｉｆｔｙ")), 32, 128),
+}
+
+
+@pytest.mark.parametrize("case", list(CLOZE_CASES))
+def test_cloze_digits_and_unicode_match_the_original_rules(tokenizer, sp, case):
+    """The original's clean-up (accents, fullwidth, case), cloze rule (every "_", after the clean-up) and
+    digit-comma pieces, against our tokenizer and features."""
+    ex, max_seq_length, max_qa_length = CLOZE_CASES[case]
+    want = original_inputs(sp, ex, max_seq_length, max_qa_length)
+    got = features.choice_inputs(ex, tokenizer, max_seq_length, max_qa_length)
+    for name, g, w in zip(("input_ids", "input_mask", "segment_ids"), got, want):
+        np.testing.assert_array_equal(g, w, err_msg=f"{case}: {name}")
+    assert len(set(map(bytes, got[0]))) == 4  # the four options give four different rows

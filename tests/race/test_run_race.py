@@ -346,3 +346,58 @@ print("ok")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def _write_per_article_set(data_dir):
+    """RACE as CMU distributes it: RACE/{train,dev,test}/{middle,high}/<n>.txt, one JSON article per file."""
+    for split in ("train", "dev", "test"):
+        for level in ("middle", "high"):
+            folder = pathlib.Path(data_dir) / "RACE" / split / level
+            folder.mkdir(parents=True)
+            for n in range(2):
+                (folder / f"{n}.txt").write_text(json.dumps({
+                    "article": f"Tom {n} has a red ball.", "questions": ["What colour is the ball?", "It is _ ."],
+                    "options": [["red", "blue", "green", "black"]] * 2, "answers": ["A", "A"],
+                    "id": f"{level}{n}.txt"}))
+    return pathlib.Path(data_dir)
+
+
+def _damage(path, field=None, value=None, text=None):
+    if text is not None:
+        path.write_text(text)
+    else:
+        record = json.loads(path.read_text())
+        record[field][1] = value
+        path.write_text(json.dumps(record))
+
+
+# what is wrong where -> the one line that says so; every split the run needs is read before any work
+BAD_DATA = {
+    "test_not_json": ("test/high/1.txt", dict(text="<html>not json</html>"), "{file}:1: not a JSON object "
+                      "(Expecting value at column 1)"),
+    "test_three_options": ("test/middle/0.txt", dict(field="options", value=["red", "blue", "green"]),
+                           "{file}:1: options[1] has 3 options, expected 4"),
+    "dev_answer_e": ("dev/middle/1.txt", dict(field="answers", value="E"),
+                     "{file}:1: answers[1] is 'E', expected one of A, B, C, D"),
+    "test_empty": (("test/middle/0.txt", "test/middle/1.txt", "test/high/0.txt", "test/high/1.txt"),
+                   dict(text=""), "RACE test under {data} holds no questions"),
+}
+
+
+def test_bad_data_in_any_needed_split_is_one_line_before_any_work(setup, tmp_path, driver_cases):
+    """A malformed test file stopped the run only after the whole training (a dev file after the train
+    records were written): each split is now read in full first, and --output_dir is not even made."""
+    cases, expected = {}, {}
+    for name, (files, damage, message) in BAD_DATA.items():
+        data = _write_per_article_set(tmp_path / name / "data")
+        for file in [files] if isinstance(files, str) else files:
+            _damage(data / "RACE" / file, **damage)
+        out = tmp_path / name / "out"
+        cases[name] = [f"--data_dir={data}", *_flags(setup, out, "--do_predict", "--train_step=2",
+                                                      "--save_checkpoints_steps=2", "--train_batch_size=2")[1:]]
+        expected[name] = message.format(file=data / "RACE" / (files if isinstance(files, str) else ""), data=data)
+    results = driver_cases("run_race", cases)
+    for name in BAD_DATA:
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_race.py: error: {expected[name]}\n", name
+        assert not (tmp_path / name / "out").exists(), (name, sorted(os.listdir(tmp_path / name / "out")))
