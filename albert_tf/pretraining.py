@@ -251,3 +251,61 @@ def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> Checkp
 
     return CheckpointEvaluator(trainer.config.output_dir, evaluate, KEY_METRIC, RESULTS_LAYOUT,
                                writes=trainer.worker.is_chief)
+
+
+# Which flag sets the length of each feature (for errors naming the flag to change).
+_LENGTH_FLAGS = {pretraining_features.SEQ: "--max_seq_length", pretraining_features.PRED: "--max_predictions_per_seq"}
+
+
+def record_problem(record: bytes, max_seq_length: int, max_predictions_per_seq: int) -> str | None:
+    """What keeps one serialized pretraining record from parsing with the run's lengths, in words (None: it
+    parses). ``token_boundary`` is not required: only online masking reads it, and checks it itself."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        feature = tf.train.Example.FromString(record).features.feature
+    except DecodeError:
+        return "it is not a tf.train.Example (not pretraining data)"
+    lengths = pretraining_features.feature_lengths(max_seq_length, max_predictions_per_seq)
+    missing = [name for name in lengths if name != "token_boundary" and name not in feature]
+    if missing:
+        return f"its records lack {', '.join(missing)} (not pretraining data from create_pretraining_data.py)"
+    made: dict[str, int] = {}  # flag -> the length the records have
+    for name, _, size in pretraining_features.SCHEMA.features:
+        if name == "token_boundary" and name not in feature:
+            continue
+        kind = feature[name].WhichOneof("kind")
+        count = len(getattr(feature[name], kind).value) if kind else 0
+        if count != lengths[name]:
+            flag = _LENGTH_FLAGS.get(size)
+            if flag is None:  # a fixed length (next_sentence_labels)
+                return f"its records hold {count} values of {name}, expected {lengths[name]}"
+            made.setdefault(flag, count)
+    if not made:
+        return None
+    runs = {"--max_seq_length": max_seq_length, "--max_predictions_per_seq": max_predictions_per_seq}
+    return (f"its records were made with {', '.join(f'{flag}={n}' for flag, n in made.items())} but this run has "
+            f"{', '.join(f'{flag}={runs[flag]}' for flag in made)}: pass the data's values, or make the data again")
+
+
+def check_first_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Raises ``ValueError`` naming the first of ``files`` whose first record cannot be read, or does not parse
+    with the run's lengths: before any work, one line, instead of a TensorFlow error after the model is built
+    (which named neither the file nor the lengths; files made by the original have no summary to check).
+    One record a file, read 16 files at a time (remote shards)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from albert_tf.training import faults
+
+    def problem(path: str) -> str | None:
+        try:
+            first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
+        # An empty file has no record to check (every file empty is refused where the data is read).
+        return record_problem(first[0], max_seq_length, max_predictions_per_seq) if first else None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for path, found in zip(files, pool.map(problem, files)):
+            if found:
+                raise ValueError(f"--input_file: {path}: {found}")

@@ -41,7 +41,8 @@ def test_unreadable_pretraining_data_is_one_line(records, tmp_path):
     cases = [
         (empty, SEQ, f"every input file is empty (0 bytes), so there are no records to read: {empty}"),
         (truncated, SEQ, f"reading --input_file={truncated} failed after step 0: truncated record at "),
-        (copy, 2 * SEQ, f"reading --input_file={copy} failed after step 0: Key: "),  # other --max_seq_length
+        (copy, 2 * SEQ, f"--input_file: {copy}: its records were made with --max_seq_length={SEQ} but this run "
+                        f"has --max_seq_length={2 * SEQ}"),  # other --max_seq_length: before any work
         (path, 2 * SEQ, f"{path} was made with --max_seq_length={SEQ} ({path}.summary.json) but this run has "
                         f"--max_seq_length={2 * SEQ}"),  # its summary says so: before any work
     ]
@@ -49,4 +50,35 @@ def test_unreadable_pretraining_data_is_one_line(records, tmp_path):
         code, tail = _pretrain(config, tmp_path / f"out_{input_file.stem}_{seq}", input_file, seq)
         assert code == 1 and tail.startswith(f"run_pretraining.py: error: {want}"), (input_file, tail[-2000:])
         assert tail.strip().count("\n") == 0 and "Graph execution" not in tail, tail  # one line
-        assert "no checkpoint was written yet" in tail or input_file in (empty, path)
+        assert "no checkpoint was written yet" in tail or input_file in (empty, path, copy)
+
+
+def test_records_of_other_lengths_in_a_list_name_the_file_before_any_work(records, tmp_path):
+    """Files without a summary (the original's tool writes none): the first record of each file is read
+    before any work, so records of another --max_seq_length or --max_predictions_per_seq, or a file that is
+    no TFRecord (a glob that also matches a summary), are one line naming the file and both lengths; the run
+    writes nothing (it failed after building the model, naming neither the file nor what was expected)."""
+    path, config = records
+    copy = tmp_path / "copied.tfrecord"
+    copy.write_bytes(path.read_bytes())
+    text = tmp_path / "notes.txt"
+    text.write_text("not records\n" * 10)
+    cases = [  # (--input_file, --max_seq_length, --max_predictions_per_seq, expected message)
+        (f"{path},{copy}", 2 * SEQ, PRED, None),  # path's summary already says so: checked first
+        (f"{tmp_path}/*.tfrecord", SEQ, PRED + 1,
+         f"--input_file: {copy}: its records were made with --max_predictions_per_seq={PRED} but this run has "
+         f"--max_predictions_per_seq={PRED + 1}: pass the data's values, or make the data again"),
+        (f"{tmp_path}/*.tfrecord,{text}", SEQ, PRED, f"--input_file: {text}: not a readable TFRecord file ("),
+    ]
+    for index, (input_file, seq, pred, want) in enumerate(cases):
+        output_dir = tmp_path / f"out{index}"
+        done = subprocess.run(
+            [sys.executable, str(REPO / "run_pretraining.py"), f"--albert_config_file={config}",
+             f"--input_file={input_file}", f"--output_dir={output_dir}", f"--max_seq_length={seq}",
+             f"--max_predictions_per_seq={pred}", "--train_batch_size=4", "--num_train_steps=2"],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        tail = done.stderr[done.stderr.find("run_pretraining.py: error:"):]
+        assert done.returncode == 1 and tail.strip().count("\n") == 0, tail[-2000:]
+        if want:
+            assert tail.startswith(f"run_pretraining.py: error: {want}"), tail
+        assert not output_dir.exists()
