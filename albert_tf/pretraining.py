@@ -153,6 +153,8 @@ def pretraining_task(
         loss_denominators_fn=loss_denominators,
         train_data=f"--input_file={input_file}",
         train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
+        describe_data_error=lambda error: locate_unreadable_file(
+            expand_file_patterns(input_file), error, max_seq_length, max_predictions_per_seq),
     )
 
 
@@ -309,3 +311,35 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
         for path, found in zip(files, pool.map(problem, files)):
             if found:
                 raise ValueError(f"--input_file: {path}: {found}")
+
+
+def locate_unreadable_file(files: list[str], error: BaseException, max_seq_length: int,
+                           max_predictions_per_seq: int) -> str:
+    """``<file>: <what is wrong>`` for a read error of the input pipeline, whose own words name no file
+    (``truncated record at 29561``, ``Key: segment_ids. Can't parse``): reads the files again, those
+    long enough to hold the offset the error gives first, until one fails. Runs only after such an error,
+    and costs at most one read of the data; without a culprit, the error's own words."""
+    from albert_tf.training import faults
+
+    reason = faults.op_error_reason(error)
+    offset = re.search(r"record at (\d+)", reason)
+    sizes = {path: tf.io.gfile.stat(path).length for path in files}
+    if offset:  # a damaged record there: only files longer than that can hold it
+        files = [path for path in files if sizes[path] > int(offset.group(1))]
+    for path in files:
+        try:
+            for batch in tf.data.TFRecordDataset(path, buffer_size=8 << 20).batch(1024):
+                records = batch.numpy()
+                pretraining_features.parse_example(tf.constant(records), max_seq_length, max_predictions_per_seq,
+                                                   with_token_boundary=False)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            if not faults.is_data_error(e):
+                raise
+            found = faults.op_error_reason(e)
+            # A record of other lengths: which lengths (TensorFlow names only the first feature it missed).
+            for record in (records if isinstance(e, tf.errors.InvalidArgumentError) else ()):
+                found = record_problem(record, max_seq_length, max_predictions_per_seq) or found
+                if found != faults.op_error_reason(e):
+                    break
+            return f"{path}: {found}"
+    return reason

@@ -40,7 +40,7 @@ def test_unreadable_pretraining_data_is_one_line(records, tmp_path):
     copy.write_bytes(path.read_bytes())
     cases = [
         (empty, SEQ, f"every input file is empty (0 bytes), so there are no records to read: {empty}"),
-        (truncated, SEQ, f"reading --input_file={truncated} failed after step 0: truncated record at "),
+        (truncated, SEQ, f"reading --input_file={truncated} failed after step 0: {truncated}: truncated record at "),
         (copy, 2 * SEQ, f"--input_file: {copy}: its records were made with --max_seq_length={SEQ} but this run "
                         f"has --max_seq_length={2 * SEQ}"),  # other --max_seq_length: before any work
         (path, 2 * SEQ, f"{path} was made with --max_seq_length={SEQ} ({path}.summary.json) but this run has "
@@ -82,3 +82,37 @@ def test_records_of_other_lengths_in_a_list_name_the_file_before_any_work(record
         if want:
             assert tail.startswith(f"run_pretraining.py: error: {want}"), tail
         assert not output_dir.exists()
+
+
+def _run(config, output_dir, input_file, *flags):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run_pretraining.py"), f"--albert_config_file={config}",
+         f"--input_file={input_file}", f"--output_dir={output_dir}", f"--max_seq_length={SEQ}",
+         f"--max_predictions_per_seq={PRED}", "--train_batch_size=4", "--eval_batch_size=4", *flags],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return done.returncode, done.stderr[done.stderr.find("run_pretraining.py: error:"):]
+
+
+def test_a_damaged_file_among_several_is_named_in_training_and_evaluation(records, tmp_path):
+    """TensorFlow's read error names no file ("corrupted record at 2000"): with several files the one line
+    names the damaged one, in training and in evaluation (which printed TensorFlow's op error), and the
+    checkpoints already there are left as they were."""
+    path, config = records
+    data = path.read_bytes()
+    corrupt = tmp_path / "corrupt.tfrecord"
+    corrupt.write_bytes(data[:2000] + bytes([data[2000] ^ 0xFF]) + data[2001:])  # a flipped byte, same length
+    truncated = tmp_path / "truncated.tfrecord"
+    truncated.write_bytes(data[:3000])
+    output_dir = tmp_path / "run"
+    code, tail = _run(config, output_dir, path, "--num_train_steps=2", "--save_checkpoints_steps=2")
+    assert code == 0, tail
+    before = {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()}
+    for bad, words in ((corrupt, "corrupted record at "), (truncated, "truncated record at ")):
+        code, tail = _run(config, output_dir, f"{path},{bad}", "--num_train_steps=400", "--iterations_per_loop=400")
+        assert code == 1 and tail.startswith(
+            f"run_pretraining.py: error: reading --input_file={path},{bad} failed after step 2: {bad}: {words}"), tail
+        assert tail.strip().count("\n") == 0 and tail.strip().endswith(f"a rerun resumes from {output_dir}/model.ckpt-2")
+        code, tail = _run(config, output_dir, f"{bad},{path}", "--do_train=false", "--do_eval", "--max_eval_steps=1000")
+        assert code == 1 and tail.startswith(f"run_pretraining.py: error: reading the eval data failed: {bad}: {words}"), tail
+        assert tail.strip().count("\n") == 0
+        assert {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()} == before
