@@ -302,7 +302,7 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
     def problem(path: str) -> str | None:
         try:
             first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        except tf.errors.OpError as e:  # damaged, not a TFRecord, a folder, no permission
             return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
         # An empty file has no record to check (every file empty is refused where the data is read).
         return record_problem(first[0], max_seq_length, max_predictions_per_seq) if first else None

@@ -63,12 +63,15 @@ def test_records_of_other_lengths_in_a_list_name_the_file_before_any_work(record
     copy.write_bytes(path.read_bytes())
     text = tmp_path / "notes.txt"
     text.write_text("not records\n" * 10)
+    folder = tmp_path / "folder"
+    folder.mkdir()
     cases = [  # (--input_file, --max_seq_length, --max_predictions_per_seq, expected message)
         (f"{path},{copy}", 2 * SEQ, PRED, None),  # path's summary already says so: checked first
-        (f"{tmp_path}/*.tfrecord", SEQ, PRED + 1,
+        (f"{copy}", SEQ, PRED + 1,
          f"--input_file: {copy}: its records were made with --max_predictions_per_seq={PRED} but this run has "
          f"--max_predictions_per_seq={PRED + 1}: pass the data's values, or make the data again"),
         (f"{tmp_path}/*.tfrecord,{text}", SEQ, PRED, f"--input_file: {text}: not a readable TFRecord file ("),
+        (f"{copy},{folder}", SEQ, PRED, f"--input_file: {folder}: not a readable TFRecord file ("),  # a traceback
     ]
     for index, (input_file, seq, pred, want) in enumerate(cases):
         output_dir = tmp_path / f"out{index}"
