@@ -3,10 +3,11 @@
 its checkpoints are evaluated (after each save, the best by MLM accuracy kept)."""
 from __future__ import annotations
 
+import glob
 import os
 import re
 import zlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -123,7 +124,7 @@ def pretraining_task(
     def dataset_fn(global_batch: int, is_training: bool):
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_tfrecord_dataset(
-                input_file, parse, context.get_per_replica_batch_size(global_batch), is_training,
+                pretraining_files(input_file), parse, context.get_per_replica_batch_size(global_batch), is_training,
                 # Evaluation keeps the last partial batch (the original's TPU eval dropped it): every
                 # record counts, and as much on one device as on N replicas or workers.
                 input_context=context, seed=seed, drop_remainder=is_training,
@@ -154,15 +155,41 @@ def pretraining_task(
         train_data=f"--input_file={input_file}",
         train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
         describe_data_error=lambda error: locate_unreadable_file(
-            expand_file_patterns(input_file), error, max_seq_length, max_predictions_per_seq),
+            pretraining_files(input_file), error, max_seq_length, max_predictions_per_seq),
     )
+
+
+# What create_pretraining_data.py writes beside its TFRecords: a glob such as train.tfrecord* (for the shards
+# train.tfrecord-0000i-of-0000N) matches them too, and the original's tool wrote none of them.
+_BESIDE_OUTPUTS = re.compile(r"(\.summary\.json|\.lock|\.tmp-[0-9a-f]{32}\.part)$")
+
+
+def pretraining_files(input_file: str | Sequence[str]) -> list[str]:
+    """The TFRecord files of ``--input_file`` (comma-separated files or globs), in a stable order. What a glob
+    matches of create_pretraining_data.py's own side files (``<output>.summary.json``, ``.lock``, a ``.part``
+    being written) is left out; a file named as such is kept (and refused as no TFRecord when read)."""
+    patterns = input_file.split(",") if isinstance(input_file, str) else list(input_file)
+    files: list[str] = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        matched = expand_file_patterns(pattern)
+        if glob.has_magic(pattern):
+            matched = [f for f in matched if not _BESIDE_OUTPUTS.search(f)]
+            if not matched:
+                raise ValueError(f"--input_file pattern {pattern!r} matches only what create_pretraining_data.py "
+                                 f"writes beside its records (summary, lock), no TFRecord file")
+        files.extend(f for f in matched if f not in files)
+    if not files:
+        raise ValueError("no input file pattern given")
+    return files
 
 
 def files_fingerprint(file_patterns: str | list[str]) -> int:
     """A number that changes when the files the patterns match do (their names, made absolute): a
     resumed run given other --input_file files fast-forwards its input instead of restoring a
     position in the old ones."""
-    names = [f if is_remote(f) else os.path.abspath(f) for f in expand_file_patterns(file_patterns)]
+    names = [f if is_remote(f) else os.path.abspath(f) for f in pretraining_files(file_patterns)]
     return zlib.crc32("\n".join(names).encode("utf-8")) or 1
 
 
@@ -175,7 +202,7 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
     work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line."""
     from albert_tf.training import faults
 
-    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(count).map(
+    dataset = tf.data.TFRecordDataset(pretraining_files(input_file)).take(count).map(
         lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
     try:
         return [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]

@@ -88,9 +88,8 @@ def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig
     from albert_tf.training import strategy_from_flags
-    from albert_tf.data.input_pipeline import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
-    from albert_tf.pretraining import check_first_records
+    from albert_tf.pretraining import check_first_records, pretraining_files
     from albert_tf.fileio import absolute
     from albert_tf.training.distribution import ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
@@ -100,7 +99,7 @@ def main(argv) -> int:
     _check_flags()
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if FLAGS.input_file:
-        input_files = expand_file_patterns(FLAGS.input_file)
+        input_files = pretraining_files(FLAGS.input_file)
         check_pretraining_data(input_files, config.vocab_size, FLAGS.albert_config_file,
                                {"max_seq_length": FLAGS.max_seq_length,
                                 "max_predictions_per_seq": FLAGS.max_predictions_per_seq})

@@ -119,3 +119,27 @@ def test_a_damaged_file_among_several_is_named_in_training_and_evaluation(record
         assert code == 1 and tail.startswith(f"run_pretraining.py: error: reading the eval data failed: {bad}: {words}"), tail
         assert tail.strip().count("\n") == 0
         assert {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()} == before
+
+
+def test_a_glob_over_the_records_skips_what_the_data_tool_writes_beside_them(records, tmp_path):
+    """`--input_file=train.tfrecord*` (the shards train.tfrecord-0000i-of-0000N) also matches
+    train.tfrecord.summary.json, which the original's tool never wrote: it was read as records and the
+    run stopped. The tool's summary, lock and part files are left out of a glob (a name given as such is
+    still refused)."""
+    path, config = records
+    assert (path.parent / f"{path.name}.summary.json").exists()
+    code, tail = _run(config, tmp_path / "run", f"{path}*", "--num_train_steps=2")
+    assert code == 0, tail
+    assert (tmp_path / "run" / "model.ckpt-2.index").exists()
+
+    from albert_tf.pretraining import pretraining_files
+
+    shards = [tmp_path / f"train.tfrecord-0000{i}-of-00002" for i in range(2)]
+    beside = [tmp_path / name for name in ("train.tfrecord.summary.json", "train.tfrecord.lock",
+                                           "train.tfrecord-00001-of-00002.tmp-" + "0" * 32 + ".part")]
+    for file in shards + beside:
+        file.write_bytes(b"")
+    assert pretraining_files(f"{tmp_path}/train.tfrecord*") == [str(f) for f in shards]
+    assert pretraining_files(f"{shards[1]},{beside[0]}") == [str(shards[1]), str(beside[0])]  # named: kept
+    with pytest.raises(ValueError, match="matches only what create_pretraining_data.py writes beside"):
+        pretraining_files(f"{tmp_path}/*.json")
