@@ -3,10 +3,11 @@
 its checkpoints are evaluated (after each save, the best by MLM accuracy kept)."""
 from __future__ import annotations
 
+import glob
 import os
 import re
 import zlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -123,7 +124,7 @@ def pretraining_task(
     def dataset_fn(global_batch: int, is_training: bool):
         def make(context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_tfrecord_dataset(
-                input_file, parse, context.get_per_replica_batch_size(global_batch), is_training,
+                pretraining_files(input_file), parse, context.get_per_replica_batch_size(global_batch), is_training,
                 # Evaluation keeps the last partial batch (the original's TPU eval dropped it): every
                 # record counts, and as much on one device as on N replicas or workers.
                 input_context=context, seed=seed, drop_remainder=is_training,
@@ -153,14 +154,42 @@ def pretraining_task(
         loss_denominators_fn=loss_denominators,
         train_data=f"--input_file={input_file}",
         train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
+        describe_data_error=lambda error: locate_unreadable_file(
+            pretraining_files(input_file), error, max_seq_length, max_predictions_per_seq),
     )
+
+
+# What create_pretraining_data.py writes beside its TFRecords: a glob such as train.tfrecord* (for the shards
+# train.tfrecord-0000i-of-0000N) matches them too, and the original's tool wrote none of them.
+_BESIDE_OUTPUTS = re.compile(r"(\.summary\.json|\.lock|\.tmp-[0-9a-f]{32}\.part)$")
+
+
+def pretraining_files(input_file: str | Sequence[str]) -> list[str]:
+    """The TFRecord files of ``--input_file`` (comma-separated files or globs), in a stable order. What a glob
+    matches of create_pretraining_data.py's own side files (``<output>.summary.json``, ``.lock``, a ``.part``
+    being written) is left out; a file named as such is kept (and refused as no TFRecord when read)."""
+    patterns = input_file.split(",") if isinstance(input_file, str) else list(input_file)
+    files: list[str] = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        matched = expand_file_patterns(pattern)
+        if glob.has_magic(pattern):
+            matched = [f for f in matched if not _BESIDE_OUTPUTS.search(f)]
+            if not matched:
+                raise ValueError(f"--input_file pattern {pattern!r} matches only what create_pretraining_data.py "
+                                 f"writes beside its records (summary, lock), no TFRecord file")
+        files.extend(f for f in matched if f not in files)
+    if not files:
+        raise ValueError("no input file pattern given")
+    return files
 
 
 def files_fingerprint(file_patterns: str | list[str]) -> int:
     """A number that changes when the files the patterns match do (their names, made absolute): a
     resumed run given other --input_file files fast-forwards its input instead of restoring a
     position in the old ones."""
-    names = [f if is_remote(f) else os.path.abspath(f) for f in expand_file_patterns(file_patterns)]
+    names = [f if is_remote(f) else os.path.abspath(f) for f in pretraining_files(file_patterns)]
     return zlib.crc32("\n".join(names).encode("utf-8")) or 1
 
 
@@ -173,7 +202,7 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
     work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line."""
     from albert_tf.training import faults
 
-    dataset = tf.data.TFRecordDataset(expand_file_patterns(input_file)).take(count).map(
+    dataset = tf.data.TFRecordDataset(pretraining_files(input_file)).take(count).map(
         lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
     try:
         return [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]
@@ -251,3 +280,93 @@ def checkpoint_evaluator(trainer: Trainer, max_eval_steps: int | None) -> Checkp
 
     return CheckpointEvaluator(trainer.config.output_dir, evaluate, KEY_METRIC, RESULTS_LAYOUT,
                                writes=trainer.worker.is_chief)
+
+
+# Which flag sets the length of each feature (for errors naming the flag to change).
+_LENGTH_FLAGS = {pretraining_features.SEQ: "--max_seq_length", pretraining_features.PRED: "--max_predictions_per_seq"}
+
+
+def record_problem(record: bytes, max_seq_length: int, max_predictions_per_seq: int) -> str | None:
+    """What keeps one serialized pretraining record from parsing with the run's lengths, in words (None: it
+    parses). ``token_boundary`` is not required: only online masking reads it, and checks it itself."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        feature = tf.train.Example.FromString(record).features.feature
+    except DecodeError:
+        return "it is not a tf.train.Example (not pretraining data)"
+    lengths = pretraining_features.feature_lengths(max_seq_length, max_predictions_per_seq)
+    missing = [name for name in lengths if name != "token_boundary" and name not in feature]
+    if missing:
+        return f"its records lack {', '.join(missing)} (not pretraining data from create_pretraining_data.py)"
+    made: dict[str, int] = {}  # flag -> the length the records have
+    for name, _, size in pretraining_features.SCHEMA.features:
+        if name == "token_boundary" and name not in feature:
+            continue
+        kind = feature[name].WhichOneof("kind")
+        count = len(getattr(feature[name], kind).value) if kind else 0
+        if count != lengths[name]:
+            flag = _LENGTH_FLAGS.get(size)
+            if flag is None:  # a fixed length (next_sentence_labels)
+                return f"its records hold {count} values of {name}, expected {lengths[name]}"
+            made.setdefault(flag, count)
+    if not made:
+        return None
+    runs = {"--max_seq_length": max_seq_length, "--max_predictions_per_seq": max_predictions_per_seq}
+    return (f"its records were made with {', '.join(f'{flag}={n}' for flag, n in made.items())} but this run has "
+            f"{', '.join(f'{flag}={runs[flag]}' for flag in made)}: pass the data's values, or make the data again")
+
+
+def check_first_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Raises ``ValueError`` naming the first of ``files`` whose first record cannot be read, or does not parse
+    with the run's lengths: before any work, one line, instead of a TensorFlow error after the model is built
+    (which named neither the file nor the lengths; files made by the original have no summary to check).
+    One record a file, read 16 files at a time (remote shards)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from albert_tf.training import faults
+
+    def problem(path: str) -> str | None:
+        try:
+            first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
+        except tf.errors.OpError as e:  # damaged, not a TFRecord, a folder, no permission
+            return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
+        # An empty file has no record to check (every file empty is refused where the data is read).
+        return record_problem(first[0], max_seq_length, max_predictions_per_seq) if first else None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for path, found in zip(files, pool.map(problem, files)):
+            if found:
+                raise ValueError(f"--input_file: {path}: {found}")
+
+
+def locate_unreadable_file(files: list[str], error: BaseException, max_seq_length: int,
+                           max_predictions_per_seq: int) -> str:
+    """``<file>: <what is wrong>`` for a read error of the input pipeline, whose own words name no file
+    (``truncated record at 29561``, ``Key: segment_ids. Can't parse``): reads the files again, those
+    long enough to hold the offset the error gives first, until one fails. Runs only after such an error,
+    and costs at most one read of the data; without a culprit, the error's own words."""
+    from albert_tf.training import faults
+
+    reason = faults.op_error_reason(error)
+    offset = re.search(r"record at (\d+)", reason)
+    sizes = {path: tf.io.gfile.stat(path).length for path in files}
+    if offset:  # a damaged record there: only files longer than that can hold it
+        files = [path for path in files if sizes[path] > int(offset.group(1))]
+    for path in files:
+        try:
+            for batch in tf.data.TFRecordDataset(path, buffer_size=8 << 20).batch(1024):
+                records = batch.numpy()
+                pretraining_features.parse_example(tf.constant(records), max_seq_length, max_predictions_per_seq,
+                                                   with_token_boundary=False)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            if not faults.is_data_error(e):
+                raise
+            found = faults.op_error_reason(e)
+            # A record of other lengths: which lengths (TensorFlow names only the first feature it missed).
+            for record in (records if isinstance(e, tf.errors.InvalidArgumentError) else ()):
+                found = record_problem(record, max_seq_length, max_predictions_per_seq) or found
+                if found != faults.op_error_reason(e):
+                    break
+            return f"{path}: {found}"
+    return reason

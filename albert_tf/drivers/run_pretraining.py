@@ -88,8 +88,8 @@ def main(argv) -> int:
     del argv
     from albert_tf import AlbertConfig
     from albert_tf.training import strategy_from_flags
-    from albert_tf.data.input_pipeline import expand_file_patterns
     from albert_tf.vocab_check import check_pretraining_data
+    from albert_tf.pretraining import check_first_records, pretraining_files
     from albert_tf.fileio import absolute
     from albert_tf.training.distribution import ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
@@ -99,9 +99,11 @@ def main(argv) -> int:
     _check_flags()
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     if FLAGS.input_file:
-        check_pretraining_data(expand_file_patterns(FLAGS.input_file), config.vocab_size, FLAGS.albert_config_file,
+        input_files = pretraining_files(FLAGS.input_file)
+        check_pretraining_data(input_files, config.vocab_size, FLAGS.albert_config_file,
                                {"max_seq_length": FLAGS.max_seq_length,
                                 "max_predictions_per_seq": FLAGS.max_predictions_per_seq})
+        check_first_records(input_files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.do_train:  # before evaluating the folder's checkpoints: a refused run writes nothing there
         refuse_resuming_the_original(FLAGS.output_dir)
     strategy = strategy_from_flags()

@@ -78,6 +78,8 @@ class Task:
       sharded by ``input_context.input_pipeline_id``; training data must repeat.
       ``data.make_tfrecord_dataset`` builds such datasets.
     train_data: what the training data is, for errors reading it (``--input_file=...``, a cache's path).
+    describe_data_error: optional ``fn(error) -> str``, the words for an error reading or parsing the
+      records (e.g. naming the damaged file, which TensorFlow's words do not); default: TensorFlow's.
     train_data_fingerprint: changes when the training files do (0: not tracked); an input position
       saved in other files is not restored (the stream is fast-forwarded instead).
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
@@ -99,6 +101,7 @@ class Task:
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
     train_data: str = "the training data"
     train_data_fingerprint: int = 0
+    describe_data_error: Callable[[BaseException], str] | None = None
 
 
 def _not_restored(error: AssertionError, shown: int = 3) -> str:
@@ -411,7 +414,7 @@ class Trainer:
                         raise
                     raise ValueError(
                         f"reading {self.task.train_data} failed after step {int(self.global_step.numpy())}: "
-                        f"{faults.op_error_reason(e)}: a file is damaged, or was written for other settings "
+                        f"{self._describe_data_error(e)}: a file is damaged, or was written for other settings "
                         f"(--max_seq_length, --max_predictions_per_seq); "
                         f"{faults.resume_point(self.policy.last_intact())}") from e
                 first_call = self._first_loop
@@ -456,6 +459,10 @@ class Trainer:
         raise TrainingInterrupted(message, signal_name)
 
     # ------------------------------------------------------------------ eval
+    def _describe_data_error(self, error: BaseException) -> str:
+        describe = self.task.describe_data_error
+        return describe(error) if describe is not None else faults.op_error_reason(error)
+
     def evaluate(
         self,
         max_eval_steps: int | None = None,
@@ -479,7 +486,15 @@ class Trainer:
         if self._evaluator is None:
             self._evaluator = ExampleMeans(self.task.loss_fn, self.model, self._metric_kinds, self.strategy,
                                            self.worker.num_workers)
-        results: dict[str, Any] = self._evaluator.evaluate(dataset, max_eval_steps)
+        try:
+            results: dict[str, Any] = self._evaluator.evaluate(dataset, max_eval_steps)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            if not faults.is_data_error(e):
+                raise
+            # One line naming what cannot be read, as in training (it was TensorFlow's op error).
+            raise ValueError(f"reading the eval data failed: {self._describe_data_error(e)}: a file is damaged, "
+                             f"or was written for other settings (--max_seq_length, --max_predictions_per_seq)"
+                             ) from e
         names = list(results)
         results["global_step"] = int(self.global_step.numpy())
         if self.worker.is_chief:
