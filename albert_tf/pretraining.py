@@ -340,12 +340,21 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
                 raise ValueError(f"--input_file: {path}: {found}")
 
 
+# How long a failed run may spend reading its data again to name the damaged file (a pretraining corpus
+# can be terabytes: the run has stopped, and the user waits for this line).
+LOCATE_SECONDS = 60.0
+
+
 def locate_unreadable_file(files: list[str], error: BaseException, max_seq_length: int,
-                           max_predictions_per_seq: int) -> str:
+                           max_predictions_per_seq: int, seconds: float = LOCATE_SECONDS) -> str:
     """``<file>: <what is wrong>`` for a read error of the input pipeline, whose own words name no file
     (``truncated record at 29561``, ``Key: segment_ids. Can't parse``): reads the files again, those
     long enough to hold the offset the error gives first, until one fails. Runs only after such an error,
-    and costs at most one read of the data; without a culprit, the error's own words."""
+    for at most ``seconds``; without a culprit by then, the error's own words."""
+    import time
+
+    from absl import logging
+
     from albert_tf.training import faults
 
     reason = faults.op_error_reason(error)
@@ -353,9 +362,15 @@ def locate_unreadable_file(files: list[str], error: BaseException, max_seq_lengt
     sizes = {path: tf.io.gfile.stat(path).length for path in files}
     if offset:  # a damaged record there: only files longer than that can hold it
         files = [path for path in files if sizes[path] > int(offset.group(1))]
+    deadline = time.monotonic() + seconds
     for path in files:
+        if time.monotonic() > deadline:
+            logging.warning("Stopped looking for the damaged input file after %.0f s", seconds)
+            break
         try:
             for batch in tf.data.TFRecordDataset(path, buffer_size=8 << 20).batch(1024):
+                if time.monotonic() > deadline:
+                    break
                 records = batch.numpy()
                 pretraining_features.parse_example(tf.constant(records), max_seq_length, max_predictions_per_seq,
                                                    with_token_boundary=False)

@@ -143,3 +143,23 @@ def test_a_glob_over_the_records_skips_what_the_data_tool_writes_beside_them(rec
     assert pretraining_files(f"{shards[1]},{beside[0]}") == [str(shards[1]), str(beside[0])]  # named: kept
     with pytest.raises(ValueError, match="matches only what create_pretraining_data.py writes beside"):
         pretraining_files(f"{tmp_path}/*.json")
+
+
+def test_naming_the_damaged_file_stops_at_its_time_limit(records, tmp_path, monkeypatch):
+    """The search for the damaged file reads the data again after the run failed; on a large corpus it gives up
+    at its time limit with TensorFlow's own words (and a warning) instead of keeping the user waiting."""
+    import tensorflow as tf
+
+    from albert_tf import pretraining
+
+    path, _ = records
+    data = path.read_bytes()
+    truncated = tmp_path / "truncated.tfrecord"
+    truncated.write_bytes(data[:3000])
+    error = tf.errors.DataLossError(None, None, "truncated record at 2990")
+    files = [str(path), str(truncated)]
+    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED).startswith(f"{truncated}: truncated record")
+    warned = []
+    monkeypatch.setattr("absl.logging.warning", lambda *args: warned.append(args[0] % args[1:]))
+    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED, seconds=0.0) == "truncated record at 2990"
+    assert warned == ["Stopped looking for the damaged input file after 0 s"]
