@@ -304,6 +304,26 @@ def test_albert_directory_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_a_checkpoint_of_another_config_is_one_line(exported, tmp_path):
+    """A checkpoint of another model size: every weight differs, and the error was a line per weight (31
+    lines after the driver's). One line now: the checkpoint, the first weight and the config flag."""
+    folder, _, spm = exported
+    other = AlbertPretrainer(AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=24, num_hidden_layers=2,
+                                          num_attention_heads=4, intermediate_size=48, max_position_embeddings=32))
+    other(other.dummy_inputs())
+    prefix = save_tf1_checkpoint(other, str(tmp_path / "other" / "model.ckpt"))
+    done = _export(folder, spm, tmp_path / "x", checkpoint=prefix)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    last = done.stderr.strip().splitlines()[-1]
+    assert errors == [last], done.stderr[-3000:]
+    assert last.startswith(f"export_model.py: error: checkpoint {prefix} does not fit the model (")
+    assert "bert/embeddings/word_embeddings: expected shape [30000, 16], found shape [30000, 8]" in last
+    assert last.endswith(f"(was it written for another config than "
+                         f"--albert_config_file={folder / 'albert_config.json'}?)")
+    assert not (tmp_path / "x").exists()
+
+
 def _export(folder, spm, export_path, checkpoint=None, mask=None, extra=()):
     return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
                            f"--albert_config_file={folder / 'albert_config.json'}",
