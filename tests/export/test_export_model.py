@@ -354,6 +354,40 @@ def test_export_path_with_other_files_or_a_file_is_refused_before_any_work(expor
     assert sorted(os.listdir(tmp_path)) == ["a_file", "mine"]  # no .old-export, no temporary folder
 
 
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(exported, tmp_path):
+    """A read-only place failed after the checkpoint was read, with the OS's message about the lock file
+    (``[Errno 13] Permission denied: '.../exp.lock'``); one line naming --export_path now, before any work.
+    Root writes anywhere: it runs without the capability to override file modes (``setpriv``)."""
+    import shutil
+
+    folder, _, spm = exported
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "mine.txt").write_text("mine")
+    locked.chmod(0o555)
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root without setpriv: every folder is writable")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    try:
+        for target, message in (
+                (locked / "exp", f"cannot write in {locked}; expected a folder this user can write in (the export "
+                                 f"is written beside --export_path, then renamed into place)"),
+                (a_file / "sub" / "exp", f"{a_file} is a file; expected a folder to hold the export")):
+            done = subprocess.run([*prefix, sys.executable, os.path.join(REPO, "export_model.py"),
+                                   f"--albert_config_file={folder / 'albert_config.json'}",
+                                   f"--checkpoint={tmp_path / 'no_such_checkpoint'}", f"--spm_model_file={spm}",
+                                   f"--export_path={target}"], capture_output=True, text=True, timeout=600)
+            assert done.returncode == 1
+            assert done.stderr.strip().splitlines()[-1] == f"export_model.py: error: --export_path={target}: {message}"
+    finally:
+        locked.chmod(0o755)
+    assert os.listdir(locked) == ["mine.txt"] and a_file.read_text() == "not a folder"
+
+
 def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
     """Only the top level was checked: a user's assets/labels.txt (or a note in variables/) passed, and
     the re-export moved the folder aside and deleted it, exit 0. Now anything the export did not write,
