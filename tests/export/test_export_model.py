@@ -694,3 +694,55 @@ def test_notext_signature_export_loads_in_plain_tensorflow(exported, tmp_path, s
     report = load_checkpoint(AlbertPretrainer(model.config), str(target))
     assert report.format == "export" and report.skipped == [] and not report.missing_allowed
     assert export.is_hub_export(str(target))
+
+
+def _readme_variables(config) -> dict:
+    """The README's table of the export's variables, for ``config``: TF1 name -> shape."""
+    import itertools
+    import re
+
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Export (TF-Hub-style SavedModel)"):text.index("## New and changed flags")]
+    sizes = {"V": config.vocab_size, "E": config.embedding_size, "H": config.hidden_size,
+             "I": config.intermediate_size, "P": config.max_position_embeddings, "T": config.type_vocab_size}
+    table = {}
+    for name, note, shape in re.findall(r"^\| `([^`]+)`( \(only when E ≠ H[^)]*\))? \| `\[([^\]]*)\]` \|$", section,
+                                        re.M):
+        if note and config.embedding_size == config.hidden_size:
+            continue
+        dims = [sizes.get(d.strip(), None) or int(d) for d in shape.split(",")]
+        variants = [name]
+        while any("{" in v for v in variants):  # {a,b} alternatives
+            variants = [v[:v.index("{")] + alt + v[v.index("}") + 1:] for v in variants
+                        for alt in v[v.index("{") + 1:v.index("}")].split(",")]
+        for variant in variants:
+            if variant.startswith("L/"):
+                for g, k in itertools.product(range(config.num_hidden_groups), range(config.inner_group_num)):
+                    table[f"bert/encoder/transformer/group_{g}/inner_group_{k}{variant[1:]}"] = dims
+            else:
+                table[variant] = dims
+    return table
+
+
+def test_readme_lists_the_exported_variables(exported):
+    """The README told that the variables are saved under their TF1 names, not which names and shapes a
+    user reading ``variables/variables`` (or the reload's ``tf1_variables``) finds. Its table, checked
+    against the export's own checkpoint file and, for E == H (no projection), against a model's."""
+    import tensorflow as tf
+
+    from albert_tf.weights.kinds import tf1_name_map
+
+    folder, model, _ = exported
+    reader = tf.train.load_checkpoint(str(folder / "saved" / "variables" / "variables"))
+    saved = {key[len("tf1_variables/"):-len("/.ATTRIBUTES/VARIABLE_VALUE")].replace(".S", "/"): shape
+             for key, shape in reader.get_variable_to_shape_map().items() if key.startswith("tf1_variables/")}
+    assert len(saved) == 2 * 16 + 5 + 2 + 2 + 7  # 2 groups of 16, embeddings, projection, pooler, heads
+    assert _readme_variables(model.config) == saved
+    square = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=8, num_hidden_layers=2, num_hidden_groups=1,
+                          inner_group_num=2, num_attention_heads=2, intermediate_size=12, max_position_embeddings=16)
+    other = AlbertPretrainer(square)
+    other(other.dummy_inputs())
+    names = {name: list(variable.shape) for name, variable in tf1_name_map(other).items()}
+    assert "bert/encoder/embedding_hidden_mapping_in/kernel" not in names
+    assert _readme_variables(square) == names
