@@ -101,7 +101,10 @@ def is_hub_export(path: str) -> bool:
 
 def check_export_path(export_path: str) -> None:
     """Refuses (one line) an ``--export_path`` whose contents an export would destroy: a file, or a
-    folder holding anything but an earlier export of ours. Called before any work."""
+    folder holding anything but an earlier export of ours, or a place this user cannot write. Called
+    before any work."""
+    if not is_remote(export_path):
+        _check_writable(export_path)
     if not tf.io.gfile.exists(export_path):
         return
     if not tf.io.gfile.isdir(export_path):
@@ -113,6 +116,20 @@ def check_export_path(export_path: str) -> None:
         raise ValueError(f"--export_path={export_path} holds files that are not an export of this tool "
                          f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); not replacing them: "
                          f"give a new or empty folder")
+
+
+def _check_writable(export_path: str) -> None:
+    """The export is written beside ``export_path`` (a temporary folder and the lock), then renamed into
+    place: the folder holding it must be one this user can write in (or create). Unchecked, a read-only
+    place failed after the checkpoint was read, with the OS's message about the lock file."""
+    folder = os.path.dirname(os.path.realpath(export_path))
+    while not os.path.lexists(folder):  # created by the export: what counts is the first folder that exists
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(f"--export_path={export_path}: {folder} is a file; expected a folder to hold the export")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"--export_path={export_path}: cannot write in {folder}; expected a folder this user can "
+                         f"write in (the export is written beside --export_path, then renamed into place)")
 
 
 def _export_remotely(module: tf.Module, export_path: str, staged: str, config_dir: str) -> None:

@@ -304,6 +304,26 @@ def test_albert_directory_errors(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_a_checkpoint_of_another_config_is_one_line(exported, tmp_path):
+    """A checkpoint of another model size: every weight differs, and the error was a line per weight (31
+    lines after the driver's). One line now: the checkpoint, the first weight and the config flag."""
+    folder, _, spm = exported
+    other = AlbertPretrainer(AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=24, num_hidden_layers=2,
+                                          num_attention_heads=4, intermediate_size=48, max_position_embeddings=32))
+    other(other.dummy_inputs())
+    prefix = save_tf1_checkpoint(other, str(tmp_path / "other" / "model.ckpt"))
+    done = _export(folder, spm, tmp_path / "x", checkpoint=prefix)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    last = done.stderr.strip().splitlines()[-1]
+    assert errors == [last], done.stderr[-3000:]
+    assert last.startswith(f"export_model.py: error: checkpoint {prefix} does not fit the model (")
+    assert "bert/embeddings/word_embeddings: expected shape [30000, 16], found shape [30000, 8]" in last
+    assert last.endswith(f"(was it written for another config than "
+                         f"--albert_config_file={folder / 'albert_config.json'}?)")
+    assert not (tmp_path / "x").exists()
+
+
 def _export(folder, spm, export_path, checkpoint=None, mask=None, extra=()):
     return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
                            f"--albert_config_file={folder / 'albert_config.json'}",
@@ -332,6 +352,40 @@ def test_export_path_with_other_files_or_a_file_is_refused_before_any_work(expor
     assert (notes / "notes.txt").read_text() == "my notes" and os.listdir(notes) == ["notes.txt"]
     assert a_file.read_text() == "not a folder"
     assert sorted(os.listdir(tmp_path)) == ["a_file", "mine"]  # no .old-export, no temporary folder
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(exported, tmp_path):
+    """A read-only place failed after the checkpoint was read, with the OS's message about the lock file
+    (``[Errno 13] Permission denied: '.../exp.lock'``); one line naming --export_path now, before any work.
+    Root writes anywhere: it runs without the capability to override file modes (``setpriv``)."""
+    import shutil
+
+    folder, _, spm = exported
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "mine.txt").write_text("mine")
+    locked.chmod(0o555)
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("root without setpriv: every folder is writable")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    try:
+        for target, message in (
+                (locked / "exp", f"cannot write in {locked}; expected a folder this user can write in (the export "
+                                 f"is written beside --export_path, then renamed into place)"),
+                (a_file / "sub" / "exp", f"{a_file} is a file; expected a folder to hold the export")):
+            done = subprocess.run([*prefix, sys.executable, os.path.join(REPO, "export_model.py"),
+                                   f"--albert_config_file={folder / 'albert_config.json'}",
+                                   f"--checkpoint={tmp_path / 'no_such_checkpoint'}", f"--spm_model_file={spm}",
+                                   f"--export_path={target}"], capture_output=True, text=True, timeout=600)
+            assert done.returncode == 1
+            assert done.stderr.strip().splitlines()[-1] == f"export_model.py: error: --export_path={target}: {message}"
+    finally:
+        locked.chmod(0o755)
+    assert os.listdir(locked) == ["mine.txt"] and a_file.read_text() == "not a folder"
 
 
 def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
@@ -640,3 +694,55 @@ def test_notext_signature_export_loads_in_plain_tensorflow(exported, tmp_path, s
     report = load_checkpoint(AlbertPretrainer(model.config), str(target))
     assert report.format == "export" and report.skipped == [] and not report.missing_allowed
     assert export.is_hub_export(str(target))
+
+
+def _readme_variables(config) -> dict:
+    """The README's table of the export's variables, for ``config``: TF1 name -> shape."""
+    import itertools
+    import re
+
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Export (TF-Hub-style SavedModel)"):text.index("## New and changed flags")]
+    sizes = {"V": config.vocab_size, "E": config.embedding_size, "H": config.hidden_size,
+             "I": config.intermediate_size, "P": config.max_position_embeddings, "T": config.type_vocab_size}
+    table = {}
+    for name, note, shape in re.findall(r"^\| `([^`]+)`( \(only when E ≠ H[^)]*\))? \| `\[([^\]]*)\]` \|$", section,
+                                        re.M):
+        if note and config.embedding_size == config.hidden_size:
+            continue
+        dims = [sizes.get(d.strip(), None) or int(d) for d in shape.split(",")]
+        variants = [name]
+        while any("{" in v for v in variants):  # {a,b} alternatives
+            variants = [v[:v.index("{")] + alt + v[v.index("}") + 1:] for v in variants
+                        for alt in v[v.index("{") + 1:v.index("}")].split(",")]
+        for variant in variants:
+            if variant.startswith("L/"):
+                for g, k in itertools.product(range(config.num_hidden_groups), range(config.inner_group_num)):
+                    table[f"bert/encoder/transformer/group_{g}/inner_group_{k}{variant[1:]}"] = dims
+            else:
+                table[variant] = dims
+    return table
+
+
+def test_readme_lists_the_exported_variables(exported):
+    """The README told that the variables are saved under their TF1 names, not which names and shapes a
+    user reading ``variables/variables`` (or the reload's ``tf1_variables``) finds. Its table, checked
+    against the export's own checkpoint file and, for E == H (no projection), against a model's."""
+    import tensorflow as tf
+
+    from albert_tf.weights.kinds import tf1_name_map
+
+    folder, model, _ = exported
+    reader = tf.train.load_checkpoint(str(folder / "saved" / "variables" / "variables"))
+    saved = {key[len("tf1_variables/"):-len("/.ATTRIBUTES/VARIABLE_VALUE")].replace(".S", "/"): shape
+             for key, shape in reader.get_variable_to_shape_map().items() if key.startswith("tf1_variables/")}
+    assert len(saved) == 2 * 16 + 5 + 2 + 2 + 7  # 2 groups of 16, embeddings, projection, pooler, heads
+    assert _readme_variables(model.config) == saved
+    square = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=8, num_hidden_layers=2, num_hidden_groups=1,
+                          inner_group_num=2, num_attention_heads=2, intermediate_size=12, max_position_embeddings=16)
+    other = AlbertPretrainer(square)
+    other(other.dummy_inputs())
+    names = {name: list(variable.shape) for name, variable in tf1_name_map(other).items()}
+    assert "bert/encoder/embedding_hidden_mapping_in/kernel" not in names
+    assert _readme_variables(square) == names
