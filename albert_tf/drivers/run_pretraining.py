@@ -103,10 +103,11 @@ def main(argv) -> int:
         check_pretraining_data(input_files, config.vocab_size, FLAGS.albert_config_file,
                                {"max_seq_length": FLAGS.max_seq_length,
                                 "max_predictions_per_seq": FLAGS.max_predictions_per_seq})
-        check_first_records(input_files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.do_train:  # before evaluating the folder's checkpoints: a refused run writes nothing there
         refuse_resuming_the_original(FLAGS.output_dir)
     strategy = strategy_from_flags()
+    if FLAGS.input_file:  # reads with tf.data: after the strategy, which must split the CPU before any tensor
+        check_first_records(input_files, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     worker = worker_info(strategy)
     # The run lock before the first write (the evaluation of checkpoints left by an earlier run).
     with ending_together(strategy), output_dir_lock(absolute(FLAGS.output_dir), worker.num_workers,
