@@ -13,8 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.fileio import is_remote
+from albert_tf.fileio import TMP_MARK, is_remote
 from albert_tf.pretraining_data import features as pretraining_features
+from albert_tf.pretraining_data.config import LOCK_SUFFIX, PART_SUFFIX, SUMMARY_SUFFIX
 from albert_tf.modeling.models import AlbertPretrainer
 from albert_tf.training.checkpoint_evaluation import CheckpointEvaluator
 from albert_tf.data.input_pipeline import expand_file_patterns, make_tfrecord_dataset
@@ -161,7 +162,8 @@ def pretraining_task(
 
 # What create_pretraining_data.py writes beside its TFRecords: a glob such as train.tfrecord* (for the shards
 # train.tfrecord-0000i-of-0000N) matches them too, and the original's tool wrote none of them.
-_BESIDE_OUTPUTS = re.compile(r"(\.summary\.json|\.lock|\.tmp-[0-9a-f]{32}\.part)$")
+_BESIDE_OUTPUTS = re.compile(f"(?:{re.escape(SUMMARY_SUFFIX)}|{re.escape(LOCK_SUFFIX)}"
+                             f"|{re.escape(TMP_MARK)}[0-9a-f]{{32}}{re.escape(PART_SUFFIX)})$")
 
 
 def pretraining_files(input_file: str | Sequence[str]) -> list[str]:
