@@ -141,6 +141,22 @@ def run_worker(args, framework: str, tmp: str) -> dict | None:
         return json.load(f)
 
 
+def tf_training_rate(precision: str, rows: int, tmp: str, threads: int = 0, rounds: int = 1) -> float | None:
+    """TensorFlow's dense-matmul rate (GFLOP/s) of a training step whose matmuls have ``rows`` rows:
+    the tf worker's fastest of 25 calls per shape (over ``rounds`` workers), each shape weighted by its
+    FLOPs; None if every round failed.  The benchmarks that print a step's share of the ceiling time it
+    with this, in their own run."""
+    settings = argparse.Namespace(precisions=precision, threads=threads, warmup=3, repeats=25,
+                                  train_tokens=rows, infer_tokens=rows)
+    best: dict = {}
+    for _ in range(rounds):
+        print(f"\n== ceiling {precision}: TF's dense matmuls at {rows} rows", end=" ", flush=True)
+        result = run_worker(settings, "tf", tmp)
+        if result:
+            best = best_rates(best, result)
+    return layer_rate(best[f"{precision} T={rows}"], PASSES) if best else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frameworks", default="tf,torch", help="comma list of tf, torch")

@@ -479,17 +479,10 @@ def main() -> None:
 
 
 def ceiling_gflop_per_s(args, precision: str, tmp: str) -> float | None:
-    """TensorFlow's dense-matmul rate for a training step at this batch's shapes (matmul_ceiling.py's
-    tf worker: fastest of 25 calls per shape, weighted by each shape's FLOPs), or None if it failed."""
+    """TensorFlow's dense-matmul rate for a training step at this batch's shapes, or None if it failed."""
     import matmul_ceiling
 
-    tokens = args.batch_size * args.seq_length
-    settings = argparse.Namespace(precisions=precision, threads=args.threads, warmup=3, repeats=25,
-                                  train_tokens=tokens, infer_tokens=tokens)
-    print(f"\n== ceiling {precision}: TF's dense matmuls at {tokens} tokens", end=" ", flush=True)
-    result = matmul_ceiling.run_worker(settings, "tf", tmp)
-    return None if result is None else matmul_ceiling.layer_rate(result[f"{precision} T={tokens}"],
-                                                                 matmul_ceiling.PASSES)
+    return matmul_ceiling.tf_training_rate(precision, args.batch_size * args.seq_length, tmp, args.threads)
 
 
 def print_ceiling_shares(rows: list[dict], ceilings: list, gflop: float) -> None:

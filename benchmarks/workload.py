@@ -32,6 +32,15 @@ def step_gflop(vocab: int, embedding: int, hidden: int, layers: int, intermediat
     return 3 * forward / 1e9
 
 
+def classifier_step_gflop(embedding: int, hidden: int, layers: int, intermediate: int, batch: int,
+                          width: int, labels: int = 2) -> float:
+    """Matmul GFLOP of one fine-tuning step (forward x 3) on a batch cut to ``width`` positions:
+    the encoder (`encoder_forward_flop`), the pooler and the classifier."""
+    forward = encoder_forward_flop(embedding, hidden, layers, intermediate, batch, width)
+    forward += 2 * batch * hidden * (hidden + labels)
+    return 3 * forward / 1e9
+
+
 def synthetic_records(path: str, count: int, seq: int, predictions: int, vocab: int, seed: int) -> None:
     """Full-length random pretraining instances, in the project's TFRecord format."""
     import random
