@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import cpu_info, isa_note, worker_command, write_result  # noqa: E402
-from workload import hf_train_step  # noqa: E402
+from workload import classifier_step_gflop, hf_train_step  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
@@ -286,9 +286,41 @@ def run_config(args, data: str, impl: str, mode: str, precision: str, batches: s
         return json.load(f)
 
 
-def mean_width(rows: dict, batches, multiple: int, limit: int) -> float:
+def batch_widths(rows: dict, batches, multiple: int, limit: int) -> list[int]:
+    """Each batch's length cut to its longest row: rounded up to ``multiple``, at most ``limit``."""
     widths = [max(len(rows["ids"][i]) for i in b) for b in batches]
-    return float(np.mean([min(-(-w // multiple) * multiple, limit) for w in widths]))
+    return [min(-(-w // multiple) * multiple, limit) for w in widths]
+
+
+def mean_width(rows: dict, batches, multiple: int, limit: int) -> float:
+    return float(np.mean(batch_widths(rows, batches, multiple, limit)))
+
+
+def ceiling_rates(args, rows: dict, batches, tmp: str) -> dict:
+    """Per precision: (TF's matmul ceiling at the timed batches' mean rows, the batches' mean matmul
+    GFLOP per step, the rows).  Timed before the configurations run, on the machine as ours finds it."""
+    import matmul_ceiling
+
+    widths = batch_widths(rows, batches, args.multiple, args.max_seq_length)
+    gflop = float(np.mean([classifier_step_gflop(BASE["embedding_size"], BASE["hidden_size"],
+                                                 BASE["num_hidden_layers"], BASE["intermediate_size"],
+                                                 args.batch_size, width) for width in widths]))
+    rows_per_step = round(args.batch_size * float(np.mean(widths)))
+    return {precision: (matmul_ceiling.tf_training_rate(precision, rows_per_step, tmp, rounds=args.ceiling_rounds),
+                        gflop, rows_per_step) for precision in args.precisions.split(",")}
+
+
+def ceiling_shares(ceilings: dict, results: dict) -> list[str]:
+    """Ours trim's step as a share of the step time TF's matmul ceiling allows (issue 33)."""
+    lines = []
+    for precision, (rate, gflop, rows_per_step) in ceilings.items():
+        if rate is None:
+            continue
+        ours = results[("ours", "trim", precision)]["seconds_per_step"]
+        lines.append(f"{precision}: TF's matmul ceiling {rate:.0f} GFLOP/s at {rows_per_step} rows: {gflop:.1f} "
+                     f"GFLOP/step in {gflop / rate:.3f} s/step; ours trim {ours:.3f} s/step = "
+                     f"{100 * gflop / rate / ours:.0f}% of it")
+    return lines
 
 
 def main() -> None:
@@ -308,6 +340,12 @@ def main() -> None:
     parser.add_argument("--serving_repeats", type=int, default=10)
     parser.add_argument("--profile", type=int, default=0,
                         help="also print per-op-type time of N steps / requests of ours (trimmed, serving)")
+    parser.add_argument("--ceiling_rounds", type=int, default=2,
+                        help="time the ceiling this many times and keep each shape's best rate (other processes "
+                             "on the machine only ever slow a round down)")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also time TF's dense matmuls at the timed batches' mean rows (matmul_ceiling.py) and "
+                             "print ours trim as a share of the step time they allow")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name in ("impl", "mode", "precision", "batches", "data", "result"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
@@ -333,6 +371,7 @@ def main() -> None:
                    ("ours", "pad", "random", args.max_seq_length), ("hf", "pad", "random", args.max_seq_length)]
         if args.group_by_length:
             configs += [("ours", "group", "ours_group", args.multiple), ("hf", "group", "hf_group", 1)]
+        ceilings = ceiling_rates(args, rows, timed["random"], tmp) if args.ceiling else {}
         results = {}
         for precision in args.precisions.split(","):
             for impl, mode, batches, multiple in configs:
@@ -344,6 +383,7 @@ def main() -> None:
                       f"mean batch width {width:.1f}", flush=True)
         serving = {} if args.no_serving else {impl: run_config(args, data, impl, "serve", "fp32", "random", tmp)
                                               for impl in ("ours", "hf")}
+        shares = ceiling_shares(ceilings, results)
     print(f"\nload after: {os.getloadavg()}; CPU {'AMX' if info['flags']['amx_bf16'] else 'AVX512_BF16' if info['flags']['avx512_bf16'] else 'AVX2'}")
     print(f"{'config':28s} {'s/step':>8s} {'ex/s':>8s} {'width':>6s}")
     for (impl, mode, precision), out in results.items():
@@ -356,6 +396,8 @@ def main() -> None:
                 f"ours pad / hf pad {r(('ours', 'pad'), ('hf', 'pad')):.2f}x")
         if args.group_by_length:
             line += f"; ours group / hf group {r(('ours', 'group'), ('hf', 'group')):.2f}x (target 1.25x)"
+        print(line)
+    for line in shares:
         print(line)
     for n in (1, 32):
         if serving:
