@@ -101,6 +101,9 @@ def run_ours(args, tmp: str) -> dict:
             print(f"  --max_minutes reached: stopping after {done} timed steps", flush=True)
             break
     peak_after_timing = rss_mb("VmHWM")
+    # What the resident pages are when timing ends: the step's own (anonymous) and the mapped files
+    # (TensorFlow's libraries: their resident share varies with what the page cache holds).
+    rss_parts = {"anon": rss_mb("RssAnon"), "file": rss_mb("RssFile")}
     cores_busy = usage.cores_busy()
 
     leak = measure_leak(train, args.leak_steps, args.leak_chunk, Budget(args.max_minutes))
@@ -111,7 +114,7 @@ def run_ours(args, tmp: str) -> dict:
         "warmup_steps": warmup_steps, "timed_steps": done,
         "seconds_per_step": sum(n * s for n, s in chunk_times) / done,
         "best_seconds_per_step": min(s for _, s in chunk_times),
-        "peak_rss_mb": peak_after_timing, "peak_rss_mb_all": rss_mb("VmHWM"), **leak,
+        "peak_rss_mb": peak_after_timing, "peak_rss_mb_all": rss_mb("VmHWM"), "rss_parts_mb": rss_parts, **leak,
         "versions": {"tensorflow": tf.__version__},
         "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                     "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
@@ -377,6 +380,11 @@ def print_table(rows: list[dict], args, gflop: float) -> None:
                 per_round = [f"{hf_by_round[(r['round'], key[1])]['seconds_per_step'] / r['seconds_per_step']:.2f}"
                              for r in runs if (r["round"], key[1]) in hf_by_round]
                 print(f"ours/HF per round, {key[1]} XLA {key[2]} oneDNN {key[3]}: {', '.join(per_round)}")
+    for r in rows:
+        if r.get("rss_parts_mb"):
+            print(f"RSS ours {r['precision']} XLA {r['xla']} oneDNN {r['onednn']} (round {r['round'] + 1}) when timing "
+                  f"ended: {r['rss_parts_mb']['anon']:.0f} MiB anonymous + {r['rss_parts_mb']['file']:.0f} MiB of "
+                  f"mapped files (peak {r['peak_rss_mb']:.0f})")
     for r in rows:
         if r.get("leak_steps"):
             print(f"RSS ours {r['precision']} XLA {r['xla']} oneDNN {r['onednn']} (round {r['round']}), per loop "
