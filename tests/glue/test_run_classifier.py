@@ -301,6 +301,30 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     assert not any("--do_lower_case" in w for w in results["too long"]["warnings"])
 
 
+def test_an_init_checkpoint_of_another_config_is_one_line_before_any_work(glue_slices, tiny_config_file, spm_model,
+                                                                         tmp_path, driver_errors,
+                                                                         misfit_init_checkpoints):
+    """Weights that do not fit --albert_config_file were first read after the train and dev features were
+    cached into --output_dir, and their error was a line per weight (25 for a larger model). Now one line,
+    the first weight and the config flag, before anything is written (an eval-only run's too)."""
+    import json
+
+    misfits = misfit_init_checkpoints(json.loads(tiny_config_file.read_text()), tmp_path / "weights",
+                                      tiny_config_file)
+    base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}", f"--spm_model_file={spm_model}",
+            "--max_seq_length=32", "--task_name=MRPC"]
+    cases = {name: [*base, f"--output_dir={tmp_path / name}", "--do_train", "--do_eval",
+                    f"--init_checkpoint={prefix}"] for name, (prefix, _) in misfits.items()}
+    cases["eval only"] = [*base, f"--output_dir={tmp_path / 'eval only'}", "--do_eval",
+                          f"--init_checkpoint={misfits['larger'][0]}"]
+    results = driver_errors(cases)
+    for name in cases:
+        message = misfits["larger" if name == "eval only" else name][1]
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_classifier.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name
+
+
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,
                                                                       spm_model):
     """The original's run_glue.sh trains (--nodo_eval), then scores every checkpoint in a second run; its
