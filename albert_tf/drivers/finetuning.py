@@ -169,8 +169,10 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     one line naming the flag, the first weight that does not and --albert_config_file. They were first read
     after the features were cached, and a checkpoint of another size printed a line per weight (25 for ALBERT
     large with a base config). Only the encoder is checked: the task's head starts fresh when it is missing."""
+    import tensorflow as tf
+
     from albert_tf.modeling.encoder import AlbertModel
-    from albert_tf.weights import CheckpointError, check_fits, load_checkpoint
+    from albert_tf.weights import CheckpointError, check_fits, load_checkpoint, resolve_checkpoint
     from albert_tf.weights.errors import another_config_line
     from albert_tf.weights.hf import is_hf_checkpoint
 
@@ -183,7 +185,11 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
         if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read
             load_checkpoint(encoder, path, allow_missing_heads=True)
         else:
-            check_fits(encoder, path)  # the checkpoint's index only
+            try:
+                check_fits(encoder, path)  # the checkpoint's index only
+            except (tf.errors.OpError, RuntimeError):  # TensorFlow's reader names no file (an empty index)
+                resolve_checkpoint(path)  # the one line naming the damaged file
+                raise
     except CheckpointError as e:
         line = another_config_line(e, f.albert_config_file)
         raise ValueError(f"--{flag}: {line}" if path in line else f"--{flag}={path}: {line}") from None
