@@ -260,3 +260,64 @@ def random_tf1_checkpoint():
 @pytest.fixture
 def tf1_shapes():
     return _tf1_shapes
+
+
+def _misfit_init_checkpoints(config: dict, folder, config_file) -> dict:
+    """{case: (checkpoint prefix, the driver's error line after 'error: ')}: TF1 checkpoints that do not fit
+    the tiny ``config`` (a dict, written to ``config_file``). "larger": every size grown (ALBERT large with a
+    base config), "vocab" and "embedding": one or a few weights differ, "layers missing": its embeddings only,
+    "not albert": another model's weights. Each message is made from the shape table, not by the loader."""
+    import pathlib
+
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+
+    base = AlbertConfig(**config)
+    expected = {n: s for n, s in _tf1_shapes(base).items() if n.startswith("bert/")}
+    question = f" (was it written for another config than --albert_config_file={config_file}?)"
+    folder = pathlib.Path(folder)
+    cases = {}
+    others = {"larger": {"embedding_size": base.embedding_size * 2, "hidden_size": base.hidden_size * 2,
+                         "intermediate_size": base.intermediate_size * 2},
+              "vocab": {"vocab_size": base.vocab_size + 1},
+              "embedding": {"embedding_size": base.embedding_size // 2}}
+    for name, change in others.items():
+        other = AlbertConfig(**{**config, **change})
+        prefix = folder / name / "model.ckpt"
+        prefix.parent.mkdir(parents=True)
+        _write_random_tf1_checkpoint(other, prefix)
+        found = _tf1_shapes(other)
+        differ = [n for n in expected if found.get(n) != expected[n]]
+        assert len(differ) == len(expected) if name == "larger" else 0 < len(differ) < len(expected)
+        word = "bert/embeddings/word_embeddings"
+        field = "vocab_size" if name == "vocab" else "embedding_size"
+        cases[name] = (str(prefix), f"--init_checkpoint: checkpoint {prefix} does not fit the model "
+                                    f"({len(differ)} variables): {word}: expected shape {expected[word]}, "
+                                    f"found shape {found[word]}; check config field {field}"
+                                    f"{' ...' if len(differ) > 1 else ''}{question}")
+    prefix = folder / "layers_missing" / "model.ckpt"
+    prefix.parent.mkdir(parents=True)
+    kept = sorted(n for n in expected if "/transformer/" not in n)
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=kept, shape_and_slices=[""] * len(kept),
+                      tensors=[tf.zeros(expected[n]) for n in kept])
+    missing = [n for n in expected if "/transformer/" in n]
+    first = "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"
+    cases["layers missing"] = (str(prefix), f"--init_checkpoint: checkpoint {prefix} does not fit the model "
+                                            f"({len(missing)} variables): {first}: expected shape "
+                                            f"{expected[first]}, missing; the checkpoint has no such encoder "
+                                            f"weight (is it an ALBERT checkpoint, or another model's?) ...{question}")
+    assert first in missing
+    prefix = folder / "not_albert" / "model.ckpt"
+    prefix.parent.mkdir(parents=True)
+    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=["resnet/conv1/kernel"], shape_and_slices=[""],
+                      tensors=[tf.zeros([3, 3])])
+    cases["not albert"] = (str(prefix), f"--init_checkpoint={prefix}: checkpoint holds neither Google's TF1 ALBERT "
+                                        f"names (bert/...) nor an albert_tf model; found e.g. resnet/conv1/kernel")
+    return cases
+
+
+@pytest.fixture
+def misfit_init_checkpoints():
+    """``make(config, folder, config_file)``: see ``_misfit_init_checkpoints``."""
+    return _misfit_init_checkpoints

@@ -66,16 +66,6 @@ def _fill_from_albert_directory() -> None:
         FLAGS.checkpoint = os.path.join(folder, FLAGS.checkpoint_name)
 
 
-def _one_line(error: Exception) -> str:
-    """A checkpoint that does not fit the config is reported with a line per weight (31 for another model
-    size): the driver's error is one line, its heading and first weight, as the training loop shows it."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    if len(lines) == 1:
-        return lines[0]
-    return (f"{' '.join(lines[:2])}{' ...' if len(lines) > 2 else ''} "
-            f"(was it written for another config than --albert_config_file={FLAGS.albert_config_file}?)")
-
-
 @reports_errors
 def main(argv) -> int:
     del argv
@@ -83,6 +73,7 @@ def main(argv) -> int:
     require_flags(FLAGS, *REQUIRED)
     from albert_tf import AlbertConfig, AlbertPretrainer, load_checkpoint
     from albert_tf.weights import CheckpointError
+    from albert_tf.weights.errors import another_config_line
     from albert_tf.export import check_export_path, export_hub_module
     from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
@@ -95,7 +86,7 @@ def main(argv) -> int:
     try:
         report = load_checkpoint(model, FLAGS.checkpoint, allow_missing_heads=FLAGS.allow_missing_heads)
     except CheckpointError as e:
-        raise ValueError(_one_line(e)) from None
+        raise ValueError(another_config_line(e, FLAGS.albert_config_file)) from None
     print(report.summary())
     path = export_hub_module(model, FLAGS.export_path, FLAGS.spm_model_file, FLAGS.vocab_file,
                              FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.serving_precision,

@@ -150,8 +150,8 @@ def _check_weights(flag: str, path: str) -> None:
 
 
 def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vocab_file: str | None):
-    """``--albert_config_file``, checked against the tokenizer's vocabulary and ``--max_seq_length`` (and
-    ``--do_lower_case`` against the tokenizer's casing: a warning)."""
+    """``--albert_config_file``, checked against the tokenizer's vocabulary, ``--max_seq_length`` and the
+    weights to start from (and ``--do_lower_case`` against the tokenizer's casing: a warning)."""
     from albert_tf.config import AlbertConfig
     from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
@@ -160,7 +160,39 @@ def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vo
     check_tokenizer(spm_model_file, vocab_file, config.vocab_size, f.albert_config_file)
     warn_if_capitals_become_unknown(spm_model_file, f.do_lower_case)
     check_max_seq_length(f.max_seq_length, config.max_position_embeddings)
+    check_weights_fit(f, config)
     return config
+
+
+def check_weights_fit(f: flags.FlagValues, config) -> None:
+    """That the encoder weights of ``--init_checkpoint`` (or ``--albert_hub_module_handle``) fit ``config``, as
+    one line naming the flag, the first weight that does not and --albert_config_file. They were first read
+    after the features were cached, and a checkpoint of another size printed a line per weight (25 for ALBERT
+    large with a base config). Only the encoder is checked: the task's head starts fresh when it is missing."""
+    import tensorflow as tf
+
+    from albert_tf.modeling.encoder import AlbertModel
+    from albert_tf.weights import CheckpointError, check_fits, load_checkpoint, resolve_checkpoint
+    from albert_tf.weights.errors import another_config_line
+    from albert_tf.weights.hf import is_hf_checkpoint
+
+    path = init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
+    if not path:
+        return
+    flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
+    encoder = AlbertModel(config)  # built by the check, outside any strategy's scope: it is thrown away
+    try:
+        if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read
+            load_checkpoint(encoder, path, allow_missing_heads=True)
+        else:
+            try:
+                check_fits(encoder, path)  # the checkpoint's index only
+            except (tf.errors.OpError, RuntimeError):  # TensorFlow's reader names no file (an empty index)
+                resolve_checkpoint(path)  # the one line naming the damaged file
+                raise
+    except CheckpointError as e:
+        line = another_config_line(e, f.albert_config_file)
+        raise ValueError(f"--{flag}: {line}" if path in line else f"--{flag}={path}: {line}") from None
 
 
 def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_steps: int, do_eval: bool,

@@ -286,6 +286,7 @@ class Trainer:
         TensorFlow matches the optimizer's slots by position, so it would report a slot of some other
         weight's shape (or print a warning per unmatched value) instead."""
         from albert_tf.weights import CheckpointError, check_fits, kinds
+        from albert_tf.weights.errors import first_lines
 
         try:
             kinds.kind_of(self.model)
@@ -294,9 +295,7 @@ class Trainer:
         try:
             check_fits(self.model, checkpoint_path)
         except CheckpointError as e:
-            lines = [line.strip() for line in str(e).splitlines()]  # a heading, then a line per weight
-            shown = " ".join(lines[:2]) + (" ..." if len(lines) > 2 else "")
-            raise ValueError(f"{shown} ({question})") from None
+            raise ValueError(f"{first_lines(e)} ({question})") from None
 
     def _load_for_evaluation(self, checkpoint_path: str) -> None:
         """Puts the weights and step of ``checkpoint_path`` in the model: one of ours by object, one with TF1

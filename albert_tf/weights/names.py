@@ -133,6 +133,8 @@ def mismatch_hint(name: str, expected: tuple, found: tuple | None) -> str:
     if found is None and name.startswith(SENTENCE_ORDER_PREFIX):
         return "TF-Hub modules carry no sentence-order head: allow missing heads (--allow_missing_heads)"
     field = likely_config_field(name, expected, found)
+    if field is None and name.startswith("bert/"):  # every ALBERT model kind has the whole encoder
+        return "the checkpoint has no such encoder weight (is it an ALBERT checkpoint, or another model's?)"
     if field is None:
         return "check the model type (encoder or pretrainer) against the checkpoint's"
     return f"check config field {field}"

@@ -102,15 +102,16 @@ def test_a_run_refused_by_the_lock_writes_nothing(tmp_path, tiny_config_file, sp
         holder.wait()
 
 
-def test_a_release_folder_as_output_dir_keeps_its_model_ckpt_best(tmp_path, tiny_config_file, spm_model):
+def test_a_release_folder_as_output_dir_keeps_its_model_ckpt_best(tmp_path, tiny_config_file, spm_model,
+                                                                 random_tf1_checkpoint):
     """Google's releases ship model.ckpt-best: --output_dir=$ALBERT_DIR with --do_eval (and that very
     checkpoint as --init_checkpoint) would have replaced it at the first evaluation. One line, nothing
     written (not even cached features)."""
-    import tensorflow as tf
+    from albert_tf import AlbertConfig
 
     release = tmp_path / "albert_base"
-    release.mkdir()
-    tf.train.Checkpoint(w=tf.Variable([1.0])).write(str(release / "model.ckpt-best"))
+    release.mkdir()  # a release of the config: --init_checkpoint is checked against it before the folder
+    random_tf1_checkpoint(AlbertConfig(**json.loads(tiny_config_file.read_text())), release / "model.ckpt-best")
     before = _tree(release)
     train, dev = _write_split(tmp_path, "train", 16, 0), _write_split(tmp_path, "dev", 8, 1)
     proc = run_classifier(*_train_args(tiny_config_file, spm_model, release, 4), "--do_train", "--do_eval",

@@ -184,7 +184,12 @@ def test_stsb_train_eval_predict_export(glue_slices, tiny_config_file, spm_model
     assert best["loss"] == pytest.approx(mse, rel=1e-5)  # the original Estimator's key, the model's loss
 
 
-def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm_model, tmp_path, driver_errors):
+def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm_model, tmp_path, driver_errors,
+                                             random_tf1_checkpoint):
+    import json
+
+    from albert_tf import AlbertConfig
+
     base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
             f"--spm_model_file={spm_model}", f"--output_dir={tmp_path / 'out'}", "--max_seq_length=32"]
     bad_dir = tmp_path / "bad"
@@ -193,10 +198,14 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     (tmp_path / "vocab.txt").write_text("\n".join(specials + [f"w{i}" for i in range(30000 - 5)]) + "\n")
     (bad_dir / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
-    # Weights the flag check finds (it looks for the prefix's .index; these runs stop before reading them).
+    # Weights the flag check finds (it looks for the prefix's .index; the fit check reads it: an empty one is
+    # refused as damaged, before any work, where it was found after the features were cached).
     release = tmp_path / "release"
     release.mkdir()
     (release / "model.ckpt-best.index").write_bytes(b"")
+    fits = tmp_path / "fits" / "model.ckpt"  # weights of the config, for the runs stopped by the data
+    fits.parent.mkdir()
+    random_tf1_checkpoint(AlbertConfig(**json.loads(tiny_config_file.read_text())), fits)
     (tmp_path / "no_state").mkdir()
     cases = {
         "unknown task": ["--task_name=SST2", "--do_train", *base],
@@ -204,8 +213,7 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "no train split": ["--task_name=AX", "--do_train", *base],
         "no weights": ["--task_name=MRPC", "--do_predict", *base],
         "missing flag": ["--task_name=MRPC", "--do_train", *base[:3]],
-        "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}",
-                      f"--init_checkpoint={release / 'model.ckpt-best'}"],
+        "bad label": ["--task_name=RTE", "--do_eval", *base, f"--data_dir={bad_dir}", f"--init_checkpoint={fits}"],
         "padded and buckets": ["--task_name=MRPC", "--do_train", *base, "--pad_to_max_length",
                                "--seq_length_buckets=16,32"],
         "wordpiece export": ["--task_name=MRPC", "--do_train", base[0], base[1], base[3], base[4],
@@ -239,6 +247,8 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "init index file": ["--task_name=MRPC", "--do_train", *base,
                             f"--init_checkpoint={release / 'model.ckpt-best.index'}"],
         "hub missing": ["--task_name=MRPC", "--do_train", *base, f"--albert_hub_module_handle={tmp_path / 'hub'}"],
+        "init empty index": ["--task_name=MRPC", "--do_train", *base,
+                             f"--init_checkpoint={release / 'model.ckpt-best'}"],
         # trained and ended well, none of them read
         "custom flags on GLUE": ["--task_name=MRPC", "--do_train", *base, "--train_file=/nonexistent.tsv",
                                  "--text_columns=foo", "--label_column=bar", "--regression", "--key_metric=f1"],
@@ -282,6 +292,8 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
         "init index file": f"--init_checkpoint: {release / 'model.ckpt-best.index'} is one of a checkpoint's files: "
                            f"give its prefix {release / 'model.ckpt-best'}",
         "hub missing": f"--albert_hub_module_handle: checkpoint not found: {tmp_path / 'hub'}",
+        "init empty index": f"--init_checkpoint: checkpoint {release / 'model.ckpt-best'} is damaged: "
+                            f"{release / 'model.ckpt-best.index'} is damaged (",
         "single seq 2": "--max_seq_length=2 is too small for cola, a single-sentence task: [CLS] text [SEP] with a "
                         "token of text needs at least 3",
     }
@@ -299,6 +311,30 @@ def test_errors_are_one_clear_line_and_exit_1(glue_slices, tiny_config_file, spm
     assert [w for w in results["cased run, uncased model"]["warnings"] if uncased in w] != []
     assert results["cased run, uncased model"]["code"] == 1
     assert not any("--do_lower_case" in w for w in results["too long"]["warnings"])
+
+
+def test_an_init_checkpoint_of_another_config_is_one_line_before_any_work(glue_slices, tiny_config_file, spm_model,
+                                                                         tmp_path, driver_errors,
+                                                                         misfit_init_checkpoints):
+    """Weights that do not fit --albert_config_file were first read after the train and dev features were
+    cached into --output_dir, and their error was a line per weight (25 for a larger model). Now one line,
+    the first weight and the config flag, before anything is written (an eval-only run's too)."""
+    import json
+
+    misfits = misfit_init_checkpoints(json.loads(tiny_config_file.read_text()), tmp_path / "weights",
+                                      tiny_config_file)
+    base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}", f"--spm_model_file={spm_model}",
+            "--max_seq_length=32", "--task_name=MRPC"]
+    cases = {name: [*base, f"--output_dir={tmp_path / name}", "--do_train", "--do_eval",
+                    f"--init_checkpoint={prefix}"] for name, (prefix, _) in misfits.items()}
+    cases["eval only"] = [*base, f"--output_dir={tmp_path / 'eval only'}", "--do_eval",
+                          f"--init_checkpoint={misfits['larger'][0]}"]
+    results = driver_errors(cases)
+    for name in cases:
+        message = misfits["larger" if name == "eval only" else name][1]
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_classifier.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name
 
 
 def test_a_train_only_run_keeps_every_checkpoint_for_the_later_eval_run(tmp_path, glue_slices, tiny_config_file,

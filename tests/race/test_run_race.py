@@ -308,6 +308,24 @@ def test_training_flag_errors_are_one_line_before_any_work(setup, tmp_path, driv
         assert not (tmp_path / name).exists(), name
 
 
+def test_an_init_checkpoint_of_another_config_is_one_line_before_any_work(setup, tmp_path, driver_cases,
+                                                                         misfit_init_checkpoints):
+    """Weights that do not fit --albert_config_file were first read after the train and dev features were
+    cached into --output_dir, and their error was a line per weight (25 for a larger model). Now one line,
+    the first weight and the config flag, before anything is written (a predict-only run's too)."""
+    misfits = misfit_init_checkpoints(CONFIG, tmp_path / "weights", setup["config"])
+    cases = {name: _flags(setup, tmp_path / name, f"--init_checkpoint={prefix}")
+             for name, (prefix, _) in misfits.items()}
+    cases["predict only"] = _flags(setup, tmp_path / "predict only", "--do_train=false", "--do_eval=false",
+                                   "--do_predict", f"--init_checkpoint={misfits['larger'][0]}")
+    results = driver_cases("run_race", cases)
+    for name in cases:
+        message = misfits["larger" if name == "predict only" else name][1]
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_race.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name
+
+
 @pytest.mark.parametrize("drop, flag", [("data_dir", "--data_dir"), ("spm_model_file", "--spm_model_file"),
                                         ("output_dir", "--output_dir")])
 def test_required_flags(setup, tmp_path, drop, flag):

@@ -410,3 +410,26 @@ def test_a_refused_folder_gets_no_training_features(common, shared, tmp_path, fo
     assert run.returncode == 1, run.stderr[-3000:]
     assert run.stderr.strip().splitlines()[-1].startswith(f"run_squad.py: error: {error}"), run.stderr[-3000:]
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_an_init_checkpoint_of_another_config_is_one_line_before_any_work(common, shared, tmp_path, driver_cases,
+                                                                         misfit_init_checkpoints):
+    """Weights that do not fit --albert_config_file were first read after the training features were built
+    into --output_dir, and their error was a line per weight (25 for a larger model). Now one line, the
+    first weight and the config flag, before anything is written (a predict-only run's too)."""
+    squad = shared("data", "squad")
+    config = tmp_path / "albert_config.json"
+    misfits = misfit_init_checkpoints(TINY, tmp_path / "weights", config)
+    train = ["--do_train", f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}",
+             "--num_train_epochs=0.01"]
+    cases = {name: [*common, *SMALL, f"--output_dir={tmp_path / name}", *train, f"--init_checkpoint={prefix}"]
+             for name, (prefix, _) in misfits.items()}
+    cases["predict only"] = [*common, *SMALL, f"--output_dir={tmp_path / 'predict only'}", "--do_predict",
+                             f"--predict_file={squad / 'dev-v1.1.Super_Bowl_50.json'}",
+                             f"--init_checkpoint={misfits['larger'][0]}"]
+    results = driver_cases("run_squad", cases)
+    for name in cases:
+        message = misfits["larger" if name == "predict only" else name][1]
+        assert results[name]["code"] == 1, (name, results[name])
+        assert results[name]["stderr"] == f"run_squad.py: error: {message}\n", name
+        assert not (tmp_path / name).exists(), name
