@@ -16,7 +16,9 @@ rebuilds.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -26,6 +28,7 @@ from absl import logging
 
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
+from albert_tf.run_lock import file_lock_for_run
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -138,19 +141,41 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     every ``progress.PROGRESS_SECONDS`` (records written, of ``expected()`` when the caller can
     count them, records/s and the ETA): MNLI's or QQP's training file takes minutes.
 
-    ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
-    import tensorflow as tf
+    ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present).
 
-    from albert_tf.progress import Progress
-
+    A local cache's lock (``<record_file>.lock``, ``run_lock.file_lock_for_run``) is held from before the first
+    look until the run ends: another run at the same path, whatever its settings, stops with one line
+    naming the cache and the holder (``RunLockedError``) rather than replace records this run still reads."""
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key, record_file)
-    if side is not None:
-        return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    with contextlib.ExitStack() as lock:
+        # The cache's lock before its first write and before trusting what is there: another run building
+        # this path could otherwise pair its side file with our records, or replace records we still read.
+        try:  # local caches, as create_pretraining_data's outputs: gs:// has no atomic create to lock with
+            if not is_remote(record_file):
+                lock.enter_context(file_lock_for_run(record_file, f"the feature cache {record_file}"))
+        except OSError as e:  # a folder this user may not write: a finished cache there is still read
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or (
+                    side := _load_side_file(side_file, key, record_file)) is None:
+                raise
+            logging.warning("Cannot lock the feature cache %s (%s): reusing it unlocked.", record_file, e.strerror)
+            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+        side = _load_side_file(side_file, key, record_file)
+        if side is not None:
+            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+        return _build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected)
+
+
+def _build(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+           build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None) -> CachedSplit:
+    """Builds the records and their side file (under the cache's lock)."""
+    import tensorflow as tf
+
+    from albert_tf.progress import Progress
+
     logging.info("Converting %s to features: %s", source or "the examples", record_file)
     count = 0
     progress = Progress(f"Converting {source or 'the examples'}", expected() if expected else None, unit="record")
@@ -167,4 +192,4 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         # The side file first, the records' rename last: a kill in between leaves our side file beside
         # an old or no record file (rebuilt next time), never records without a side file.
         atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
-    return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=False)
+    return CachedSplit(record_file, side_file, schema, sizes, side, reused=False)
