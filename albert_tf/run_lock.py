@@ -209,17 +209,28 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
             os.rmdir(output_dir)
 
 
+def file_lock_path(path: str) -> str:
+    """``<path>.lock``, or ``<path>.lock-worker-<i>`` for a multi-worker job's other workers (``lock_path``)."""
+    num_workers, worker_index = _runs[0][1:] if _runs else (1, 0)
+    return path + LOCK_SUFFIX + (f"-worker-{worker_index}" if num_workers > 1 and worker_index != 0 else "")
+
+
+def live_holder(lock_file: str) -> bool:
+    """Whether ``lock_file`` names a holder that may be running (another host's, or a live process here)."""
+    holder = _parse(read_text(lock_file))
+    if not holder or not isinstance(holder.get("pid"), int):
+        return False
+    return holder.get("host") != socket.gethostname() or process_alive(holder["pid"], holder.get("start_ticks"))
+
+
 @contextlib.contextmanager
-def file_lock_for_run(path: str, what: str) -> Iterator[None]:
-    """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block), until the run ends:
-    a feature cache is read long after it was built (each epoch, prediction after training), so no other run
-    may replace it meanwhile.  Another run's live lock raises ``RunLockedError`` naming ``what`` and the
+def file_lock_for_run(path: str, what: str, until_run_ends: bool = True) -> Iterator[None]:
+    """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block) with
+    ``until_run_ends``, until the run ends: a feature cache is read long after it was built (each epoch,
+    prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises ``RunLockedError`` naming ``what`` and the
     holder; this process's own is shared.  A multi-worker job's other workers take
     ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock excludes other jobs."""
-    num_workers, worker_index = _runs[0][1:] if _runs else (1, 0)
-    lock_file = path + LOCK_SUFFIX
-    if num_workers > 1 and worker_index != 0:
-        lock_file += f"-worker-{worker_index}"
+    lock_file = file_lock_path(path)
     if lock_file in _held:
         yield
         return
@@ -231,7 +242,7 @@ def file_lock_for_run(path: str, what: str) -> Iterator[None]:
         _held.discard(lock_file)
         lock.release()
 
-    if _runs:
+    if _runs and until_run_ends:
         _runs[0][0].callback(release)
         yield
         return
