@@ -227,8 +227,8 @@ def live_holder(lock_file: str) -> bool:
 def file_lock_for_run(path: str, what: str, until_run_ends: bool = True) -> Iterator[None]:
     """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block) with
     ``until_run_ends``, until the run ends: a feature cache is read long after it was built (each epoch,
-    prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises ``RunLockedError`` naming ``what`` and the
-    holder; this process's own is shared.  A multi-worker job's other workers take
+    prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises
+    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared.  A multi-worker job's other workers take
     ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock excludes other jobs."""
     lock_file = file_lock_path(path)
     if lock_file in _held:

@@ -12,7 +12,8 @@ replaced. The side file holds the cache key, the settings it was made from (``se
 and what the builder reports (counts, statistics, per-feature metadata for post-processing;
 no pickle). The key hashes the settings together with the record schema's name and version,
 so a changed data file (callers put its ``file_sha256``), tokenizer, length or format
-rebuilds.
+rebuilds. A local cache is locked (``<record file>.lock``) before it is looked at or written: two runs
+sharing a cache path never mix their files, and none replaces records another run still reads.
 """
 from __future__ import annotations
 
