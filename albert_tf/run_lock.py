@@ -17,7 +17,9 @@ that there is none, which narrows but cannot close the window of two runs starti
 over) at the same instant.
 
 ``RunLock`` also holds single files: create_pretraining_data takes ``<output>.lock`` for each
-output it writes (``pretraining_data.outputs``).
+output it writes (``pretraining_data.outputs``), and a fine-tuning run ``<record file>.lock`` for each
+feature cache it builds or reads (``file_lock_for_run``): a cache's path is the user's choice, often
+outside ``--output_dir`` and shared by several runs.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from albert_tf.fileio import absolute, atomic_write_text, is_remote, make_folder
 from albert_tf.processes import process_alive, process_start_ticks
 
 LOCK_FILENAME = "run.lock"
+LOCK_SUFFIX = ".lock"  # <file>.lock: a single file's lock (file_lock_for_run)
 TAKEOVER_SUFFIX = ".takeover"  # <lock>.takeover: held while one run replaces a dead holder's lock
 _LOOKS, _PAUSE_SECONDS = 25, 0.2  # how long a run waits for another one's takeover to finish
 
@@ -172,6 +175,9 @@ def describe(holder: dict) -> str:
 # Lock files this process holds: a driver takes the lock before its first write and the Trainer
 # inside it finds it already held (the outermost block owns it).
 _held: set[str] = set()
+# The outermost output_dir_lock block of this process (the run): its ExitStack releases the file locks the
+# run took (file_lock_for_run) when the run ends, and the job's worker count and this worker's index.
+_runs: list[tuple[contextlib.ExitStack, int, int]] = []
 
 
 @contextlib.contextmanager
@@ -190,12 +196,57 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
     created = not tf.io.gfile.exists(output_dir)
     make_folders(output_dir)
     try:
-        with RunLock(path, take_over=take_over):
+        with RunLock(path, take_over=take_over), contextlib.ExitStack() as run_files:
             _held.add(path)
+            _runs.append((run_files, num_workers, worker_index))
             try:
                 yield path
             finally:
+                _runs.pop()  # then run_files releases the file locks the run took
                 _held.discard(path)
     finally:
         if created and not is_remote(output_dir) and os.path.isdir(output_dir) and not os.listdir(output_dir):
             os.rmdir(output_dir)
+
+
+def file_lock_path(path: str) -> str:
+    """``<path>.lock``, or ``<path>.lock-worker-<i>`` for a multi-worker job's other workers (``lock_path``)."""
+    num_workers, worker_index = _runs[0][1:] if _runs else (1, 0)
+    return path + LOCK_SUFFIX + (f"-worker-{worker_index}" if num_workers > 1 and worker_index != 0 else "")
+
+
+def live_holder(lock_file: str) -> bool:
+    """Whether ``lock_file`` names a holder that may be running (another host's, or a live process here)."""
+    holder = _parse(read_text(lock_file))
+    if not holder or not isinstance(holder.get("pid"), int):
+        return False
+    return holder.get("host") != socket.gethostname() or process_alive(holder["pid"], holder.get("start_ticks"))
+
+
+@contextlib.contextmanager
+def file_lock_for_run(path: str, what: str, until_run_ends: bool = True) -> Iterator[None]:
+    """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block) with
+    ``until_run_ends``, until the run ends: a feature cache is read long after it was built (each epoch,
+    prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises
+    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared.  A multi-worker job's other workers take
+    ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock excludes other jobs."""
+    lock_file = file_lock_path(path)
+    if lock_file in _held:
+        yield
+        return
+    lock = RunLock(lock_file, what=what, take_over_hint=f"delete {lock_file}")
+    lock.acquire()
+    _held.add(lock_file)
+
+    def release() -> None:
+        _held.discard(lock_file)
+        lock.release()
+
+    if _runs and until_run_ends:
+        _runs[0][0].callback(release)
+        yield
+        return
+    try:
+        yield
+    finally:
+        release()

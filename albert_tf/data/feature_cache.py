@@ -12,20 +12,25 @@ replaced. The side file holds the cache key, the settings it was made from (``se
 and what the builder reports (counts, statistics, per-feature metadata for post-processing;
 no pickle). The key hashes the settings together with the record schema's name and version,
 so a changed data file (callers put its ``file_sha256``), tokenizer, length or format
-rebuilds.
+rebuilds. A local cache is locked (``<record file>.lock``) before it is looked at or written: two runs
+sharing a cache path never mix their files, and none replaces records another run still reads.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
+import time
 from typing import Any, Callable, Mapping
 
 from absl import logging
 
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
+from albert_tf.run_lock import RunLockedError, file_lock_for_run, file_lock_path, live_holder
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -71,6 +76,7 @@ class FeatureCacheError(ValueError):
     """A feature-file path holds something that is not this tool's cache: never overwritten."""
 
 
+_WAIT_SECONDS = 5  # between looks at the lock of a keyed cache another run is building
 _SIDE_FIELDS = {"key": str, "settings": dict, "num_records": int}
 
 
@@ -131,26 +137,69 @@ def check_distinct_caches(caches: Mapping[str, str], side_files: Mapping[str, st
 
 def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str, Any], build: Builder,
                    side_file: str | None = None, sizes: Mapping[str, int] | None = None,
-                   source: str | None = None, expected: Callable[[], int] | None = None) -> CachedSplit:
+                   source: str | None = None, expected: Callable[[], int] | None = None,
+                   keyed_name: bool = False) -> CachedSplit:
     """The records at ``record_file`` if its side file says they were made from ``settings``,
     else ``build`` them (atomically) and write the side file (with the count of records written);
     a build starts with a line naming ``source`` (what is converted: the data file), then a progress line
     every ``progress.PROGRESS_SECONDS`` (records written, of ``expected()`` when the caller can
     count them, records/s and the ETA): MNLI's or QQP's training file takes minutes.
 
-    ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present)."""
-    import tensorflow as tf
+    ``sizes`` are the schema's sizes (default: ``settings["max_seq_length"]`` when present).
 
-    from albert_tf.progress import Progress
-
+    A local cache's lock (``<record_file>.lock``, ``run_lock.file_lock_for_run``) is held from before the first
+    look until the run ends: another run at the same path, whatever its settings, stops with one line
+    naming the cache and the holder (``RunLockedError``) rather than replace records this run still reads.
+    ``keyed_name``: the file's name holds the cache key (GLUE's), so a run at that path has these settings
+    and never writes other records there: the lock is held only while building, and a run finding another
+    one building it waits, then reuses its records."""
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    side = _load_side_file(side_file, key, record_file)
-    if side is not None:
-        return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    with contextlib.ExitStack() as lock:
+        # The cache's lock before its first write and before trusting what is there: another run building
+        # this path could otherwise pair its side file with our records, or replace records we still read.
+        try:  # local caches, as create_pretraining_data's outputs: gs:// has no atomic create to lock with
+            if not is_remote(record_file):
+                _take_lock(lock, record_file, keyed_name)
+        except OSError as e:  # a folder this user may not write: a finished cache there is still read
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or (
+                    side := _load_side_file(side_file, key, record_file)) is None:
+                raise
+            logging.warning("Cannot lock the feature cache %s (%s): reusing it unlocked.", record_file, e.strerror)
+            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+        side = _load_side_file(side_file, key, record_file)
+        if side is not None:
+            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+        return _build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected)
+
+
+def _take_lock(stack: contextlib.ExitStack, record_file: str, keyed_name: bool) -> None:
+    """Enters the cache's lock into ``stack``; for a keyed name, waits while another live run holds it."""
+    waiting = False
+    while True:
+        try:
+            stack.enter_context(file_lock_for_run(record_file, f"the feature cache {record_file}",
+                                                  until_run_ends=not keyed_name))
+            return
+        except RunLockedError as e:
+            if not keyed_name or not live_holder(file_lock_path(record_file)):  # not a build to wait for
+                raise
+            if not waiting:
+                logging.warning("Waiting for the run building these features (they will be reused): %s", e)
+                waiting = True
+            time.sleep(_WAIT_SECONDS)
+
+
+def _build(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+           build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None) -> CachedSplit:
+    """Builds the records and their side file (under the cache's lock)."""
+    import tensorflow as tf
+
+    from albert_tf.progress import Progress
+
     logging.info("Converting %s to features: %s", source or "the examples", record_file)
     count = 0
     progress = Progress(f"Converting {source or 'the examples'}", expected() if expected else None, unit="record")
@@ -167,4 +216,4 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         # The side file first, the records' rename last: a kill in between leaves our side file beside
         # an old or no record file (rebuilt next time), never records without a side file.
         atomic_write_text(side_file, json.dumps(side, separators=(",", ":")))
-    return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=False)
+    return CachedSplit(record_file, side_file, schema, sizes, side, reused=False)

@@ -170,7 +170,7 @@ def cached_features(
         return {"num_examples": count, "data_file": absolute(data_file)}
 
     return cached_records(path, record_schema, settings, build, source=f"{data_file} ({spec.name} {split})",
-                          expected=lambda: _count_examples(processor, data_dir, split))
+                          expected=lambda: _count_examples(processor, data_dir, split), keyed_name=True)
 
 
 def _count_examples(processor: GlueProcessor, data_dir: str | os.PathLike, split: str) -> int:

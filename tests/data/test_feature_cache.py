@@ -159,3 +159,117 @@ def test_a_build_starts_with_a_line_naming_what_it_converts(tmp_path, caplog):
         caplog.clear()
         assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls), source="train.tsv").reused
     assert not any(message.startswith("Converting") for message in caplog.messages)  # nothing to convert
+
+
+# Another run (another process) asking for the cache at a path: prints its error's one line and exits 3 when refused.
+_OTHER_RUN = """
+import sys
+from albert_tf.data.feature_cache import cached_records
+from albert_tf.data.records import RecordSchema
+from albert_tf.errors import RunError
+SCHEMA = RecordSchema("toy", 1, (("x", "int64", None),))
+def build(write):
+    for v in (4, 5, 6):
+        write(SCHEMA.serialize({"x": v}))
+    return {"num_examples": 3}
+try:
+    print("reused" if cached_records(sys.argv[1], SCHEMA, {"data": sys.argv[2]}, build).reused else "built")
+except RunError as e:
+    print(e)
+    sys.exit(3)
+"""
+
+
+def _other_run(path, data):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-c", _OTHER_RUN, path, data], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def _refused(other, path):
+    """``other`` stopped with one line naming the cache and this process as the holder."""
+    import os
+
+    assert other.returncode == 3, (other.stdout, other.stderr[-2000:])
+    line = other.stdout.strip()
+    assert "\n" not in line and f"the feature cache {path} is in use by another run" in line, line
+    assert f"pid {os.getpid()}," in line, line
+
+
+def test_two_builds_of_one_cache_at_once_do_not_mix(tmp_path, monkeypatch):
+    """Two runs building one cache path (two SQuAD runs sharing --train_feature_file with other lengths):
+    another run's whole build between this one's side file and its records' rename left this run's records
+    beside the other run's side file, which the next run with the other settings reused (records made from
+    settings that were not its own).  Now the other run stops with one line naming the cache and the holder."""
+    import albert_tf.data.feature_cache as feature_cache
+
+    path, calls, others = str(tmp_path / "c.tf_record"), [], []
+
+    def side_then_other_run(target, text):
+        write(target, text)
+        others.append(_other_run(path, "b"))  # deterministic: between our side file and our records' rename
+
+    write = feature_cache.atomic_write_text
+    monkeypatch.setattr(feature_cache, "atomic_write_text", side_then_other_run)
+    mine = cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+    monkeypatch.undo()
+    side = json.loads((tmp_path / "c.tf_record.json").read_text())
+    assert (side["settings"], _read(path)) == ({"data": "a"}, [1, 2, 3])  # one run's records and side file
+    assert side["key"] == mine.side["key"]
+    _refused(others[0], path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tf_record", "c.tf_record.json"]  # lock released
+    theirs = cached_records(path, SCHEMA, {"data": "b"}, _builder(calls, (4, 5, 6)))
+    assert not theirs.reused and _read(path) == [4, 5, 6]
+
+
+@pytest.mark.parametrize("data", ["other settings", "same settings"])
+def test_a_run_holds_its_cache_until_it_ends(tmp_path, data):
+    """A run reads its records long after building them (every epoch; prediction after training, paired with
+    the side file's feature metadata it holds in memory): another run with other settings replaced them
+    meanwhile, and one with the same settings read them unlocked (a third run could replace them under it).
+    Now both stop with one line while this run lasts, and run once it has ended."""
+    from albert_tf.run_lock import output_dir_lock
+
+    path = str(tmp_path / "shared" / "c.tf_record")
+    other = "a" if data == "same settings" else "b"
+    with output_dir_lock(str(tmp_path / "out")):
+        cached_records(path, SCHEMA, {"data": "a"}, _builder([]))
+        assert cached_records(path, SCHEMA, {"data": "a"}, _builder([])).reused  # this run's own lock is shared
+        _refused(_other_run(path, other), path)
+        assert _read(path) == [1, 2, 3]
+    assert not (tmp_path / "shared" / "c.tf_record.lock").exists()
+    after = _other_run(path, other)
+    assert after.returncode == 0 and after.stdout.strip() == ("reused" if other == "a" else "built"), after.stderr
+    assert _read(path) == ([1, 2, 3] if other == "a" else [4, 5, 6])
+
+
+def test_a_finished_cache_in_a_folder_that_cannot_be_locked_is_read(tmp_path, monkeypatch):
+    """A cache in a folder this user may only read (a shared, prepared one) was reused before the lock; it
+    still is, with a warning. One that would have to be built there stops with the error, as before."""
+    import errno
+    import os
+
+    import albert_tf.data.feature_cache as feature_cache
+
+    path = str(tmp_path / "c.tf_record")
+    cached_records(path, SCHEMA, {"data": "a"}, _builder([]))
+    open_ = os.open
+
+    def read_only(file, flags, *args, **kwargs):
+        if str(file).startswith(path) and flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, "Permission denied", file)
+        return open_(file, flags, *args, **kwargs)
+
+    warnings = []
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(feature_cache.logging, "warning", lambda *a: warnings.append(a[0] % a[1:]))
+    assert cached_records(path, SCHEMA, {"data": "a"}, _builder([])).reused and _read(path) == [1, 2, 3]
+    assert any("Cannot lock the feature cache" in w and path in w for w in warnings), warnings
+    with pytest.raises(PermissionError):
+        cached_records(path, SCHEMA, {"data": "b"}, _builder([]))

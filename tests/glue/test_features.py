@@ -184,3 +184,51 @@ def test_conversion_logs_progress_with_the_count_of_rows(tmp_path, monkeypatch, 
     lines = [line for line in logged if line.startswith("Converting ") and ": record " in line]
     assert [line.split(": record ")[1].split(",")[0] for line in lines] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
     assert "records/s" not in lines[-1] and "examples/s = " in lines[-1] and "ETA" in lines[-1]
+
+
+def test_a_run_building_the_same_features_is_waited_for_and_its_cache_reused(tmp_path, write_tsv, monkeypatch):
+    """GLUE's cache names hold the cache key, so two runs sharing --cached_dir at one name have the same
+    settings (a sweep over learning rates): the second waits for the first's build and reuses it, rather
+    than build it again beside it (their renames interleaving) or stop. Its lock lasts only the build."""
+    import json
+    import socket
+    import subprocess
+    import types
+
+    import albert_tf.data.feature_cache as feature_cache
+    from albert_tf.processes import process_start_ticks
+    from albert_tf.run_lock import output_dir_lock
+
+    data_dir = _glue_with_stsb(tmp_path, write_tsv)
+    processor, tok, cache_dir = get_processor("sts-b"), WordTokenizer(), tmp_path / "cache"
+    built = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)  # the other run's result
+    finished = {p: open(p, "rb").read() for p in (built.record_file, built.side_file)}
+    for p in finished:
+        os.remove(p)
+    calls, lock_file = tok.calls, built.record_file + ".lock"
+    other = subprocess.Popen(["sleep", "300"])  # the other run, building
+    pauses, warnings = [], []
+
+    def other_run_finishes(seconds):
+        pauses.append(seconds)
+        for p, data in finished.items():
+            with open(p, "wb") as f:
+                f.write(data)
+        os.remove(lock_file)
+
+    try:
+        with open(lock_file, "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": other.pid,
+                       "start_ticks": process_start_ticks(other.pid), "started": "?"}, f)
+        monkeypatch.setattr(feature_cache, "time", types.SimpleNamespace(sleep=other_run_finishes), raising=False)
+        monkeypatch.setattr(feature_cache.logging, "warning", lambda *a: warnings.append(a[0] % a[1:]))
+        with output_dir_lock(str(tmp_path / "out")):
+            mine = F.cached_features(processor, data_dir, "dev", cache_dir, tok, "tok-a", 12)
+            locked_in_run = os.path.exists(lock_file)
+    finally:
+        other.kill()
+        other.wait()
+    assert mine.reused and mine.side == built.side and tok.calls == calls and len(pauses) == 1
+    assert not locked_in_run  # not held for the run: no run could write other records at this name
+    assert len(warnings) == 1 and "Waiting for the run building" in warnings[0] and built.record_file in warnings[0]
+    assert f"pid {other.pid}," in warnings[0]

@@ -433,3 +433,36 @@ def test_an_init_checkpoint_of_another_config_is_one_line_before_any_work(common
         assert results[name]["code"] == 1, (name, results[name])
         assert results[name]["stderr"] == f"run_squad.py: error: {message}\n", name
         assert not (tmp_path / name).exists(), name
+
+
+def test_a_feature_file_another_run_holds_is_refused_in_one_line(common, shared, tmp_path):
+    """--train_feature_file outside --output_dir, held by another live run (two runs sharing one feature file,
+    a common habit with the original): this run stops with one line naming the cache and the holder, before
+    writing the cache or anything in its --output_dir. It built the cache under the other run before."""
+    import socket
+
+    from albert_tf.processes import process_start_ticks
+
+    squad = shared("data", "squad")
+    features = tmp_path / "features"
+    features.mkdir()
+    cache = features / "train.tf_record"
+    holder = subprocess.Popen(["sleep", "300"])  # stands in for the other run's live process
+    try:
+        record = {"host": socket.gethostname(), "pid": holder.pid, "start_ticks": process_start_ticks(holder.pid),
+                  "started": "2026-01-01T00:00:00+00:00"}
+        (features / "train.tf_record.lock").write_text(json.dumps(record) + "\n")
+        run = _run([*common, *SMALL, f"--output_dir={tmp_path / 'out'}", "--do_train", "--num_train_epochs=0.1",
+                    f"--train_file={squad / 'train-v1.1.University_of_Notre_Dame.json'}",
+                    f"--train_feature_file={cache}"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run.returncode == 1, run.stderr[-3000:]
+    errors = [line for line in run.stderr.splitlines() if "run_squad.py: error:" in line]
+    assert len(errors) == 1 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert f"the feature cache {cache} is in use by another run (host {socket.gethostname()}, pid {holder.pid}," \
+           in errors[0], errors[0]
+    assert sorted(p.name for p in features.iterdir()) == ["train.tf_record.lock"]  # the holder's, untouched
+    assert json.loads((features / "train.tf_record.lock").read_text()) == record
+    assert not (tmp_path / "out").exists()
