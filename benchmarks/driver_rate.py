@@ -31,6 +31,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune import BASE, SHARED  # noqa: E402  (albert-base-v2's shapes)
 from harness import REPO, median, print_machine, write_result  # noqa: E402
+import matmul_ceiling  # noqa: E402
 from workload import classifier_step_gflop  # noqa: E402
 
 ALBERT_BASE = dict(BASE, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # albert-base-v2: no dropout
@@ -89,12 +90,7 @@ def main() -> None:
     parser.add_argument("--log_steps", type=int, default=5)
     parser.add_argument("--seq_length_multiple", type=int, default=None,
                         help="passed to the driver (its default when not given): batch lengths rounded up to this")
-    parser.add_argument("--ceiling_rounds", type=int, default=2,
-                        help="time the ceiling this many times and keep each shape's best rate (other processes "
-                             "on the machine only ever slow a round down)")
-    parser.add_argument("--ceiling", action="store_true",
-                        help="also time TF's dense matmuls at the timed steps' mean rows and print the driver's "
-                             "rate as a share of the step time they allow")
+    matmul_ceiling.add_ceiling_flags(parser, "the driver's rate")
     args = parser.parse_args()
     print_machine()
     with tempfile.TemporaryDirectory(prefix="albert_driver_rate_") as tmp:
@@ -138,8 +134,6 @@ def main() -> None:
               f"{min(timed)}-{max(timed)}; {len(new)} lengths first seen in these steps (each compiles the "
               f"XLA-fused functions once)")
         if args.ceiling:
-            import matmul_ceiling
-
             rate = matmul_ceiling.tf_training_rate(args.mixed_precision.replace("none", "fp32"), rows, tmp,
                                                    rounds=args.ceiling_rounds)
             if rate is not None:

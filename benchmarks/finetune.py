@@ -51,6 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import cpu_info, isa_note, worker_command, write_result  # noqa: E402
+import matmul_ceiling  # noqa: E402
 from workload import classifier_step_gflop, hf_train_step  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -299,8 +300,6 @@ def mean_width(rows: dict, batches, multiple: int, limit: int) -> float:
 def ceiling_rates(args, rows: dict, batches, tmp: str) -> dict:
     """Per precision: (TF's matmul ceiling at the timed batches' mean rows, the batches' mean matmul
     GFLOP per step, the rows).  Timed before the configurations run, on the machine as ours finds it."""
-    import matmul_ceiling
-
     widths = batch_widths(rows, batches, args.multiple, args.max_seq_length)
     gflop = float(np.mean([classifier_step_gflop(BASE["embedding_size"], BASE["hidden_size"],
                                                  BASE["num_hidden_layers"], BASE["intermediate_size"],
@@ -340,12 +339,7 @@ def main() -> None:
     parser.add_argument("--serving_repeats", type=int, default=10)
     parser.add_argument("--profile", type=int, default=0,
                         help="also print per-op-type time of N steps / requests of ours (trimmed, serving)")
-    parser.add_argument("--ceiling_rounds", type=int, default=2,
-                        help="time the ceiling this many times and keep each shape's best rate (other processes "
-                             "on the machine only ever slow a round down)")
-    parser.add_argument("--ceiling", action="store_true",
-                        help="also time TF's dense matmuls at the timed batches' mean rows (matmul_ceiling.py) and "
-                             "print ours trim as a share of the step time they allow")
+    matmul_ceiling.add_ceiling_flags(parser, "ours trim")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     for name in ("impl", "mode", "precision", "batches", "data", "result"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)

@@ -141,6 +141,17 @@ def run_worker(args, framework: str, tmp: str) -> dict | None:
         return json.load(f)
 
 
+def add_ceiling_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ceiling`` (print ``what`` as a share of the step time TF's matmul ceiling allows, timed at the
+    timed steps' mean rows) and ``--ceiling_rounds``, for the benchmarks that time a step of their own."""
+    parser.add_argument("--ceiling", action="store_true",
+                        help=f"also time TF's dense matmuls at the timed steps' mean rows and print {what} as a "
+                             "share of the step time they allow")
+    parser.add_argument("--ceiling_rounds", type=int, default=2,
+                        help="time the ceiling this many times and keep each shape's best rate (other processes "
+                             "on the machine only ever slow a round down)")
+
+
 def tf_training_rate(precision: str, rows: int, tmp: str, threads: int = 0, rounds: int = 1) -> float | None:
     """TensorFlow's dense-matmul rate (GFLOP/s) of a training step whose matmuls have ``rows`` rows:
     the tf worker's fastest of 25 calls per shape (over ``rounds`` workers), each shape weighted by its
