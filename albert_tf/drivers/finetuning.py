@@ -168,7 +168,8 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     """That the encoder weights of ``--init_checkpoint`` (or ``--albert_hub_module_handle``) fit ``config``, as
     one line naming the flag, the first weight that does not and --albert_config_file. They were first read
     after the features were cached, and a checkpoint of another size printed a line per weight (25 for ALBERT
-    large with a base config). Only the encoder is checked: the task's head starts fresh when it is missing."""
+    large with a base config). Only the encoder is checked: the task's head starts fresh when it is missing
+    or of another number of labels (``fine_tuning_init``)."""
     import tensorflow as tf
 
     from albert_tf.modeling.encoder import AlbertModel

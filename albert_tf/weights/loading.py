@@ -29,6 +29,9 @@ class LoadReport:
     skipped: list[str]  # checkpoint entries not used (slots, global_step, other heads)
     missing_allowed: list[str]  # head variables left as initialised, by request
     notes: list[str] = dataclasses.field(default_factory=list)  # e.g. where the folder's config differs
+    # With `other_heads_start_fresh`: the head variables of another shape than the model's (name, the model's
+    # shape, the checkpoint's), the whole head then left as initialised (its names are in missing_allowed too).
+    other_head: list[tuple[str, tuple, tuple]] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
         text = (f"loaded {len(self.loaded)} variables from {self.path} ({self.format} format); "
@@ -248,6 +251,26 @@ def _fit(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]],
     return problems, sorted(missing_allowed)
 
 
+def _other_head(problems: list[tuple[str, tuple, Optional[tuple]]], heads_may_differ: bool, is_head
+                ) -> tuple[list[tuple[str, tuple, Optional[tuple]]], list[tuple[str, tuple, tuple]]]:
+    """`_fit`'s problems split into (those still refused, head variables of another shape) when
+    ``heads_may_differ``: fine-tuning from another task's fine-tuned model (MNLI's 3 labels for MRPC's 2)."""
+    if not heads_may_differ:
+        return problems, []
+    other = [(name, expected, found) for name, expected, found in problems if found is not None and is_head(name)]
+    return [p for p in problems if p[0] not in {name for name, _, _ in other}], other
+
+
+def _head_starts_fresh(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], missing_allowed:
+                       list[str], is_head) -> list[str]:
+    """The whole head left as initialised (a head of another shape is another task's): its variables
+    no longer have a source, and are added to ``missing_allowed`` (returned)."""
+    for name in model_names:
+        if is_head(name):
+            sources[name] = None
+    return sorted(set(missing_allowed) | {name for name in model_names if is_head(name)})
+
+
 def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str]], read) -> None:
     for name, var in model_names.items():
         source = sources[name]
@@ -255,10 +278,12 @@ def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str
             var.assign(tf.cast(read(source), var.dtype))
 
 
-def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, verify: bool = True):
+def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, verify: bool = True,
+          other_heads_start_fresh: bool = False):
     """Where each model variable comes from in the checkpoint at ``path`` (not Hugging Face's), after
     refusing a checkpoint that does not fit: (prefix, reader, format, keys, TF1 name table, sources,
-    head variables left as initialised). ``verify``: first read every tensor back (`resolve_checkpoint`)."""
+    head variables left as initialised, head variables of another shape). ``verify``: first read every
+    tensor back (`resolve_checkpoint`)."""
     prefix = resolve_checkpoint(path) if verify else find_checkpoint(path)
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
@@ -272,8 +297,11 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
         sources = _export_sources(model_names, keys, init_from_group0)
     else:
         sources = _tf2_sources(model, model_names, keys, init_from_group0)
-    problems, missing_allowed = _fit(model_names, sources, shapes,
-                                     lambda name: allow_missing_heads and not name.startswith("bert/"))
+    is_head = lambda name: not name.startswith("bert/")  # noqa: E731
+    problems, missing_allowed = _fit(model_names, sources, shapes, lambda name: allow_missing_heads and is_head(name))
+    problems, other_head = _other_head(problems, other_heads_start_fresh, is_head)
+    if other_head:
+        missing_allowed = _head_starts_fresh(model_names, sources, missing_allowed, is_head)
     if problems:
         lines = [f"checkpoint {prefix} does not fit the model ({len(problems)} variables):"]
         for name, expected, found in problems:
@@ -283,7 +311,7 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
         raise CheckpointError("\n".join(lines))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
-    return prefix, reader, fmt, keys, model_names, sources, missing_allowed
+    return prefix, reader, fmt, keys, model_names, sources, missing_allowed, other_head
 
 
 def check_fits(model, path: str) -> None:
@@ -295,7 +323,7 @@ def check_fits(model, path: str) -> None:
 
 
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
-                    init_from_group0: bool = False) -> LoadReport:
+                    init_from_group0: bool = False, other_heads_start_fresh: bool = False) -> LoadReport:
     """Loads a Google TF1 checkpoint (prefix or directory, with or without the
     TF-Hub `module/` prefix), one of ours, our hub-style export's folder
     (`albert_tf.export`), or a Hugging Face folder (config.json +
@@ -306,18 +334,20 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     expected shape, found shape, the config field that likely differs). Head
     variables (anything outside `bert/`) may be missing only with
     `allow_missing_heads=True` (TF-Hub modules have no sentence-order head; some
-    Hugging Face classes have no pooler either).
+    Hugging Face classes have no pooler either). With `other_heads_start_fresh` a head of another shape
+    (another task's number of labels) is left as initialised too, listed in the report's `other_head`:
+    fine-tuning from another task's fine-tuned model, never reading back a run's own checkpoints.
     """
     if hf.is_hf_checkpoint(path):
         return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
-                                  init_from_group0=init_from_group0)
-    prefix, reader, fmt, keys, model_names, sources, missing_allowed = _plan(
-        model, path, allow_missing_heads, init_from_group0)
+                                  init_from_group0=init_from_group0, other_heads_start_fresh=other_heads_start_fresh)
+    prefix, reader, fmt, keys, model_names, sources, missing_allowed, other_head = _plan(
+        model, path, allow_missing_heads, init_from_group0, other_heads_start_fresh=other_heads_start_fresh)
     _assign(model_names, sources, reader.get_tensor)
     used = {source for source in sources.values() if source is not None}
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
     loaded = sorted(n for n in model_names if sources[n] is not None)
-    return LoadReport(prefix, fmt, loaded, skipped, missing_allowed)
+    return LoadReport(prefix, fmt, loaded, skipped, missing_allowed, other_head=other_head)
 
 
 # Config fields the weights' shapes do not show; a difference is reported, not refused
@@ -365,7 +395,7 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
 
 
 def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_heads: bool = False,
-                       init_from_group0: bool = False) -> LoadReport:
+                       init_from_group0: bool = False, other_heads_start_fresh: bool = False) -> LoadReport:
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
@@ -379,10 +409,14 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
         source = name_table.group0_source_name(name) if init_from_group0 else name
         sources[name] = source if source in checkpoint.tensors else None
     shapes = {name: value.shape for name, value in checkpoint.tensors.items()}
+    is_head = lambda name: not name_table.is_encoder_name(name)  # noqa: E731
     problems, missing_allowed = _fit(
         model_names, sources, shapes,
         lambda name: (name.startswith(name_table.HF_POOLER_PREFIX) and (allow_missing_heads or not saves_pooler))
-        or (allow_missing_heads and not name_table.is_encoder_name(name)))
+        or (allow_missing_heads and is_head(name)))
+    problems, other_head = _other_head(problems, other_heads_start_fresh, is_head)
+    if other_head:
+        missing_allowed = _head_starts_fresh(model_names, sources, missing_allowed, is_head)
     if problems:
         raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
                                         for name, expected, found in problems))
@@ -392,17 +426,25 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     _assign(model_names, sources, checkpoint.tensors.__getitem__)
     skipped = sorted([checkpoint.origin[k][0] for k in checkpoint.tensors if k not in used] + checkpoint.unused)
     loaded = sorted(n for n in model_names if sources[n] is not None)
-    return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes)
+    return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes, other_head)
 
 
 def fine_tuning_init(init_checkpoint: str | None):
     """A Trainer `init_fn` for fine-tuning drivers: loads `--init_checkpoint` into the model, its task head
-    (absent from pretraining checkpoints) starting fresh, and logs what was loaded; warns when there is none."""
+    starting fresh when the checkpoint has none (a pretrained one) or one of another number of labels (the
+    paper fine-tunes RTE, MRPC and STS-B from an MNLI model), which is one warning line; logs what was
+    loaded; warns when there is none. Only here: a run's own checkpoints must hold this task's head."""
     from absl import logging
 
     def init_fn(model) -> None:
         if init_checkpoint:
-            report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True)
+            report = load_checkpoint(model, init_checkpoint, allow_missing_heads=True, other_heads_start_fresh=True)
+            if report.other_head:
+                _, expected, found = report.other_head[0]  # a projection's first dimension: its outputs
+                shapes = ", ".join(f"{name} {list(theirs)} for {list(ours)}"
+                                   for name, ours, theirs in report.other_head)
+                logging.warning("--init_checkpoint %s: the checkpoint's task head has %d labels, this task %d (%s): "
+                                "it starts fresh; the encoder is loaded", report.path, found[0], expected[0], shapes)
             logging.info("init_checkpoint: %s", report.summary())
         else:
             logging.warning("No --init_checkpoint: fine-tuning from random weights.")

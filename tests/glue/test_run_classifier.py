@@ -392,3 +392,80 @@ def test_notext_signature_exports_a_wordpiece_model_without_tensorflow_text(tmp_
     example = features.to_tf_example(features.InputFeatures([2, 7, 3], [1, 1, 1], [0, 0, 0], 0), False)
     out = loaded.signatures["serving_default"](examples=tf.constant([example.SerializeToString()]))
     assert out["probabilities"].shape == (1, 2)
+
+
+def _from_mnli_flags(task, data_dir, config, spm, out, *stages):
+    return [f"--task_name={task}", f"--data_dir={data_dir}", f"--albert_config_file={config}",
+            f"--spm_model_file={spm}", f"--output_dir={out}", f"--max_seq_length={SEQ}", "--train_batch_size=2",
+            "--eval_batch_size=8", "--train_step=2", "--save_checkpoints_steps=1", "--learning_rate=1e-3",
+            "--warmup_step=0", *stages]
+
+
+def test_mrpc_and_stsb_fine_tune_from_an_mnli_model(glue_dir, glue_slices, tiny_config_file, spm_model, tmp_path,
+                                                    driver_cases):
+    """The paper fine-tunes RTE, MRPC and STS-B from an MNLI model: --init_checkpoint=<MNLI's
+    model.ckpt-best>, whose head has 3 labels, was refused after the features were cached ("the number of
+    labels differs"). Its head now starts fresh with one warning line, and its encoder is loaded."""
+    import json
+
+    from albert_tf import AlbertConfig
+    from albert_tf.glue.heads import build_classifier
+    from albert_tf.weights import fine_tuning_init
+
+    mnli, best = tmp_path / "mnli", tmp_path / "mnli" / "model.ckpt-best"
+    results = driver_cases("run_classifier", {
+        "mnli": _from_mnli_flags("MNLI", glue_dir, tiny_config_file, spm_model, mnli, "--do_train", "--do_eval"),
+        **{task: _from_mnli_flags(task, glue_slices, tiny_config_file, spm_model, tmp_path / task, "--do_train",
+                                  "--do_eval", f"--init_checkpoint={best}") for task in ("MRPC", "STS-B")}})
+    assert results["mnli"]["code"] == 0, results["mnli"]
+    assert not any("head" in w for w in results["mnli"]["warnings"])
+    H = json.loads(tiny_config_file.read_text())["hidden_size"]
+    for task, labels in (("MRPC", 2), ("STS-B", 1)):
+        assert results[task]["code"] == 0, (task, results[task])
+        assert len(eval_blocks(tmp_path / task / "eval_results.txt")) == 2, task
+        about_the_head = [w for w in results[task]["warnings"] if "head" in w]
+        assert len(about_the_head) == 1, (task, results[task]["warnings"])
+        for part in (f"--init_checkpoint {best}:", f"has 3 labels, this task {labels}",
+                     f"output_weights [3, {H}] for [{labels}, {H}]", f"output_bias [3] for [{labels}]",
+                     "it starts fresh"):
+            assert part in about_the_head[0], (task, part, about_the_head[0])
+
+    # The encoder after init is MNLI's: compared with MNLI's model as TensorFlow's own object-based restore
+    # reads it, whose weights are checked against the tensors tf.train.load_checkpoint reads.
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    reference = build_classifier(config, "mnli")
+    status = tf.train.Checkpoint(model=reference).read(str(best))
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    reader = tf.train.load_checkpoint(str(best))
+    stored = [reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k.startswith("model/encoder/")
+              and k.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in k]
+    assert len(stored) == len(reference.encoder.weights)
+    for variable in reference.encoder.weights:
+        assert any(t.shape == tuple(variable.shape) and np.array_equal(t, variable.numpy()) for t in stored)
+    for task in ("mrpc", "sts-b"):
+        model = build_classifier(config, task)
+        fine_tuning_init(str(best))(model)
+        for ours, theirs in zip(model.encoder.weights, reference.encoder.weights, strict=True):
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        assert model.classifier.output_weights.shape[0] == (2 if task == "mrpc" else 1)
+
+
+def test_evaluating_an_output_dir_whose_checkpoints_have_another_head_is_still_refused(glue_dir, glue_slices,
+                                                                                    tiny_config_file, spm_model,
+                                                                                    tmp_path, driver_cases):
+    """Only --init_checkpoint's head may differ: a run's own checkpoints (run_glue.sh's eval-only and predict
+    runs, resuming) must hold this task's head, so MRPC on an MNLI run's --output_dir is still refused."""
+    out = tmp_path / "mnli"
+    results = driver_cases("run_classifier", {
+        "mnli": _from_mnli_flags("MNLI", glue_dir, tiny_config_file, spm_model, out, "--do_train", "--nodo_eval"),
+        "eval only": _from_mnli_flags("MRPC", glue_slices, tiny_config_file, spm_model, out, "--do_eval"),
+        "predict only": _from_mnli_flags("MRPC", glue_slices, tiny_config_file, spm_model, out, "--do_predict"),
+        "resume": [*_from_mnli_flags("MRPC", glue_slices, tiny_config_file, spm_model, out, "--do_train"),
+                   "--train_step=4"]})
+    assert results["mnli"]["code"] == 0, results["mnli"]
+    for name in ("eval only", "predict only", "resume"):
+        assert results[name]["code"] == 1, (name, results[name])
+        assert "the number of labels differs (the checkpoint's head has 3, this task 2)" in results[name]["stderr"], \
+            (name, results[name]["stderr"])
+        assert not any("starts fresh" in w for w in results[name]["warnings"]), name
