@@ -116,8 +116,7 @@ class RunLock:
             return f"{self.path} was left by this process; taking it."
         if self.take_over:
             return f"Taking over the run lock {self.path} held by {described} (--take_over_run_lock)."
-        if same_host and isinstance(holder.get("pid"), int) and not process_alive(
-                holder["pid"], holder.get("start_ticks")):
+        if gone_from_this_host(holder, self.record["host"]):
             return f"Taking over the run lock {self.path}: its holder ({described}) is no longer running."
         if not holder:
             raise RunLockedError(f"{self.path} exists but names no holder: if no run is using this "
@@ -215,12 +214,17 @@ def file_lock_path(path: str) -> str:
     return path + LOCK_SUFFIX + (f"-worker-{worker_index}" if num_workers > 1 and worker_index != 0 else "")
 
 
+def gone_from_this_host(holder: dict, host: str) -> bool:
+    """Whether ``holder`` is a process of ``host`` (this one) that is no longer running: checked by its pid and
+    start time, so a reused pid does not count.  Another host's holder is never judged gone."""
+    return (holder.get("host") == host and isinstance(holder.get("pid"), int)
+            and not process_alive(holder["pid"], holder.get("start_ticks")))
+
+
 def live_holder(lock_file: str) -> bool:
     """Whether ``lock_file`` names a holder that may be running (another host's, or a live process here)."""
     holder = _parse(read_text(lock_file))
-    if not holder or not isinstance(holder.get("pid"), int):
-        return False
-    return holder.get("host") != socket.gethostname() or process_alive(holder["pid"], holder.get("start_ticks"))
+    return bool(holder) and isinstance(holder.get("pid"), int) and not gone_from_this_host(holder, socket.gethostname())
 
 
 @contextlib.contextmanager
@@ -228,8 +232,9 @@ def file_lock_for_run(path: str, what: str, until_run_ends: bool = True) -> Iter
     """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block) with
     ``until_run_ends``, until the run ends: a feature cache is read long after it was built (each epoch,
     prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises
-    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared.  A multi-worker job's other workers take
-    ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock excludes other jobs."""
+    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared.  A multi-worker job's
+    other workers take ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock
+    excludes other jobs."""
     lock_file = file_lock_path(path)
     if lock_file in _held:
         yield
