@@ -29,7 +29,7 @@ import json
 import os
 import socket
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from absl import logging
 
@@ -206,6 +206,15 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
     finally:
         if created and not is_remote(output_dir) and os.path.isdir(output_dir) and not os.listdir(output_dir):
             os.rmdir(output_dir)
+
+
+def at_run_end(callback: Callable[[], None]) -> bool:
+    """Calls ``callback`` when this process's run (its outermost ``output_dir_lock`` block) ends, after the file
+    locks taken later in the run are released; False outside a run (nothing registered)."""
+    if not _runs:
+        return False
+    _runs[0][0].callback(callback)
+    return True
 
 
 def file_lock_path(path: str) -> str:

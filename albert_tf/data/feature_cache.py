@@ -30,7 +30,7 @@ from absl import logging
 
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
-from albert_tf.run_lock import RunLockedError, file_lock_for_run, file_lock_path, live_holder
+from albert_tf.run_lock import RunLockedError, at_run_end, file_lock_for_run, file_lock_path, live_holder
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -157,7 +157,45 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    folder = os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file))
+    created = [] if is_remote(folder) else _missing_folders(folder)
+    make_folders(folder)
+    # Folders made here for the cache are removed again if still empty once its lock is released (at the run's
+    # end, or below): a refused or failed run leaves nothing behind.  Registered before the lock, so run after.
+    if created:
+        at_run_end(lambda: _remove_empty(created))
+    try:
+        return _lookup_or_build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected,
+                                keyed_name)
+    finally:
+        _remove_empty(created)
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """``folder`` and its parents that do not exist yet, innermost first."""
+    missing = []
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty folder: another run's lock or records in it keep it
+        except OSError:
+            return
+
+
+def _lookup_or_build(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+                     build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None,
+                     keyed_name: bool) -> CachedSplit:
+    """``cached_records`` once its folder exists: under the cache's lock, its records or a new build."""
     with contextlib.ExitStack() as lock:
         # The cache's lock before its first write and before trusting what is there: another run building
         # this path could otherwise pair its side file with our records, or replace records we still read.
@@ -169,11 +207,11 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
                     side := _load_side_file(side_file, key, record_file)) is None:
                 raise
             logging.warning("Cannot lock the feature cache %s (%s): reusing it unlocked.", record_file, e.strerror)
-            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
         side = _load_side_file(side_file, key, record_file)
         if side is not None:
-            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
-        return _build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected)
+            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
+        return _build(record_file, side_file, schema, settings, key, build, sizes, source, expected)
 
 
 def _take_lock(stack: contextlib.ExitStack, record_file: str, keyed_name: bool) -> None:
