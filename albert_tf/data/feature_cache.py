@@ -13,7 +13,8 @@ and what the builder reports (counts, statistics, per-feature metadata for post-
 no pickle). The key hashes the settings together with the record schema's name and version,
 so a changed data file (callers put its ``file_sha256``), tokenizer, length or format
 rebuilds. A local cache is locked (``<record file>.lock``) before it is looked at or written: two runs
-sharing a cache path never mix their files, and none replaces records another run still reads.
+sharing a cache path never mix their files, and none replaces records another run still reads. A multi-worker
+job's chief alone builds and locks it; its other workers read what it tells them is there.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ from absl import logging
 
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
-from albert_tf.run_lock import RunLockedError, at_run_end, file_lock_for_run, file_lock_path, live_holder
+from albert_tf.errors import RunError
+from albert_tf.run_lock import (RunLockedError, at_run_end, current_worker, file_lock_for_run, file_lock_path,
+                                   live_holder)
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -152,7 +155,10 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     naming the cache and the holder (``RunLockedError``) rather than replace records this run still reads.
     ``keyed_name``: the file's name holds the cache key (GLUE's), so a run at that path has these settings
     and never writes other records there: the lock is held only while building, and a run finding another
-    one building it waits, then reuses its records."""
+    one building it waits, then reuses its records.
+
+    In a multi-worker job only the chief looks, builds and locks; the other workers wait for its word, then read
+    its records (or, on a filesystem of their own, make their own copy under their own lock)."""
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
@@ -165,10 +171,47 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     if created:
         at_run_end(lambda: _remove_empty(created))
     try:
-        return _lookup_or_build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected,
-                                keyed_name)
+        return _for_this_worker(record_file, side_file, schema, settings, key, build, dict(sizes), source,
+                                expected, keyed_name)
     finally:
         _remove_empty(created)
+
+
+_READY = "ready"  # what a multi-worker job's chief tells the others once its cache is there (else why not)
+
+
+def _for_this_worker(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any],
+                     key: str, build: Builder, sizes: dict, source: str | None,
+                     expected: Callable[[], int] | None, keyed_name: bool) -> CachedSplit:
+    """The cache for this process: in a multi-worker job only the chief looks at it, builds it and holds its
+    lock (which keeps other jobs out); the other workers wait for its word and read its records. Each worker
+    taking a lock of its own let the workers build the same file at once, and another job's worker build its
+    own records over a cache a run held."""
+    num_workers, worker_index = current_worker()
+    if num_workers <= 1:
+        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
+                                keyed_name)
+    from albert_tf.training.distribution import chiefs_word, tell_workers
+
+    about = f"the feature cache {record_file}"
+    if worker_index > 0:
+        word = chiefs_word(about)
+        if word != _READY:
+            raise RunError(f"the multi-worker job's chief stopped: {word}")
+        side = _load_side_file(side_file, key, record_file)
+        if side is not None:
+            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
+        # Not the chief's records: this worker's filesystem is not the chief's (another machine); its own cache.
+        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
+                                keyed_name)
+    try:
+        cached = _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
+                                  keyed_name)
+    except Exception as e:  # the refusal or failure, for the other workers' one line
+        tell_workers(about, " ".join(str(e).split()) or type(e).__name__)
+        raise
+    tell_workers(about, _READY)
+    return cached
 
 
 def _missing_folders(folder: str) -> list[str]:
