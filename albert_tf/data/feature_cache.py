@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -163,6 +164,50 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
+    obtain = functools.partial(_in_its_folder, record_file, side_file, schema, settings, key, build, dict(sizes),
+                               source, expected, keyed_name)
+    # A multi-worker job's workers: each taking a lock of its own let them build the same file at once, and
+    # another job's worker build its records over a cache a run held. Now the chief alone looks, builds and
+    # locks (keeping other jobs out), and the other workers read what it says is there.
+    num_workers, worker_index = current_worker()
+    if num_workers > 1 and worker_index == 0:
+        return _telling_the_workers(f"the feature cache {record_file}", obtain)
+    if num_workers > 1 and (side := _the_chiefs(record_file, side_file, key)) is not None:
+        return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+    return obtain()  # alone, or another worker on a filesystem of its own: its own copy, under its own lock
+
+
+_READY = "ready"  # what a multi-worker job's chief tells the others once its cache is there (else why not)
+
+
+def _telling_the_workers(about: str, obtain: Callable[[], CachedSplit]) -> CachedSplit:
+    """The chief: ``obtain()``, then tells the other workers it is ready, or why not (its refusal's one line)."""
+    from albert_tf.training.distribution import tell_workers
+
+    try:
+        cached = obtain()
+    except Exception as e:
+        tell_workers(about, " ".join(str(e).split()) or type(e).__name__)
+        raise
+    tell_workers(about, _READY)
+    return cached
+
+
+def _the_chiefs(record_file: str, side_file: str, key: str) -> dict | None:
+    """Another worker: the side file of the chief's cache once it says it is ready (raises what stopped it);
+    None when this worker sees other files at the path (its filesystem is not the chief's: another machine)."""
+    from albert_tf.training.distribution import chiefs_word
+
+    word = chiefs_word(f"the feature cache {record_file}")
+    if word != _READY:
+        raise RunError(f"the multi-worker job's chief stopped: {word}")
+    return _load_side_file(side_file, key, record_file)
+
+
+def _in_its_folder(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+                   build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None,
+                   keyed_name: bool) -> CachedSplit:
+    """The cache's folder made, then ``_lookup_or_build``."""
     folder = os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file))
     created = [] if is_remote(folder) else _missing_folders(folder)
     make_folders(folder)
@@ -171,47 +216,10 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     if created:
         at_run_end(lambda: _remove_empty(created))
     try:
-        return _for_this_worker(record_file, side_file, schema, settings, key, build, dict(sizes), source,
-                                expected, keyed_name)
+        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
+                                keyed_name)
     finally:
         _remove_empty(created)
-
-
-_READY = "ready"  # what a multi-worker job's chief tells the others once its cache is there (else why not)
-
-
-def _for_this_worker(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any],
-                     key: str, build: Builder, sizes: dict, source: str | None,
-                     expected: Callable[[], int] | None, keyed_name: bool) -> CachedSplit:
-    """The cache for this process: in a multi-worker job only the chief looks at it, builds it and holds its
-    lock (which keeps other jobs out); the other workers wait for its word and read its records. Each worker
-    taking a lock of its own let the workers build the same file at once, and another job's worker build its
-    own records over a cache a run held."""
-    num_workers, worker_index = current_worker()
-    if num_workers <= 1:
-        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
-                                keyed_name)
-    from albert_tf.training.distribution import chiefs_word, tell_workers
-
-    about = f"the feature cache {record_file}"
-    if worker_index > 0:
-        word = chiefs_word(about)
-        if word != _READY:
-            raise RunError(f"the multi-worker job's chief stopped: {word}")
-        side = _load_side_file(side_file, key, record_file)
-        if side is not None:
-            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
-        # Not the chief's records: this worker's filesystem is not the chief's (another machine); its own cache.
-        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
-                                keyed_name)
-    try:
-        cached = _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
-                                  keyed_name)
-    except Exception as e:  # the refusal or failure, for the other workers' one line
-        tell_workers(about, " ".join(str(e).split()) or type(e).__name__)
-        raise
-    tell_workers(about, _READY)
-    return cached
 
 
 def _missing_folders(folder: str) -> list[str]:

@@ -120,3 +120,29 @@ def test_a_worker_whose_chief_stops_before_the_cache_does_not_wait_for_it(tmp_pa
     assert other_out[0].startswith("the chief (/job:worker/task:0) of the multi-worker job stopped before the "
                                    f"feature cache {path} was ready ("), other_out
     assert not (tmp_path / "shared" / "c.tf_record").exists()
+
+
+def test_another_worker_builds_its_own_copy_when_the_chiefs_is_not_on_its_filesystem(tmp_path, monkeypatch):
+    """Workers on other machines, each with its own disk at the cache's path (no shared filesystem): the chief
+    says its cache is ready, but this worker sees none, so it builds its own under its own lock, as a run alone.
+    Where the chief's records are (a shared filesystem) it reads them, building and locking nothing."""
+    from albert_tf.training import distribution
+
+    said = []
+    monkeypatch.setattr(distribution, "chiefs_word", lambda about: said.append(about) or "ready")
+    path, calls = str(tmp_path / "c.tf_record"), []
+
+    def build(write):
+        calls.append(1)
+        for v in VALUES["a"]:
+            write(SCHEMA.serialize({"x": v}))
+        return {}
+
+    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1):
+        own = cached_records(path, SCHEMA, {"data": "a"}, build)
+        assert not own.reused and calls == [1] and _read(path) == [1, 2, 3]
+        assert os.path.exists(path + ".lock")  # held until this worker's run ends
+    assert said == [f"the feature cache {path}"] and not os.path.exists(path + ".lock")
+    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1):
+        assert cached_records(path, SCHEMA, {"data": "a"}, build).reused and calls == [1]
+        assert not os.path.exists(path + ".lock")  # the chief's lock guards them
