@@ -29,7 +29,7 @@ import json
 import os
 import socket
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from absl import logging
 
@@ -208,10 +208,24 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
             os.rmdir(output_dir)
 
 
+def at_run_end(callback: Callable[[], None]) -> bool:
+    """Calls ``callback`` when this process's run (its outermost ``output_dir_lock`` block) ends, after the file
+    locks taken later in the run are released; False outside a run (nothing registered)."""
+    if not _runs:
+        return False
+    _runs[0][0].callback(callback)
+    return True
+
+
+def current_worker() -> tuple[int, int]:
+    """(the job's worker count, this worker's index) of this process's run; (1, 0) outside a run."""
+    return _runs[0][1:] if _runs else (1, 0)
+
+
 def file_lock_path(path: str) -> str:
-    """``<path>.lock``, or ``<path>.lock-worker-<i>`` for a multi-worker job's other workers (``lock_path``)."""
-    num_workers, worker_index = _runs[0][1:] if _runs else (1, 0)
-    return path + LOCK_SUFFIX + (f"-worker-{worker_index}" if num_workers > 1 and worker_index != 0 else "")
+    """``<path>.lock``, whichever worker takes it: a multi-worker job's chief takes its caches' locks and tells
+    the other workers (``feature_cache``), which take one only for a copy on their own filesystem."""
+    return path + LOCK_SUFFIX
 
 
 def gone_from_this_host(holder: dict, host: str) -> bool:
@@ -232,9 +246,7 @@ def file_lock_for_run(path: str, what: str, until_run_ends: bool = True) -> Iter
     """Holds ``<path>.lock`` for the block and, inside a run (an ``output_dir_lock`` block) with
     ``until_run_ends``, until the run ends: a feature cache is read long after it was built (each epoch,
     prediction after training), so no other run may replace it meanwhile.  Another run's live lock raises
-    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared.  A multi-worker job's
-    other workers take ``<path>.lock-worker-<i>``, as for ``--output_dir`` (``lock_path``): the chief's lock
-    excludes other jobs."""
+    ``RunLockedError`` naming ``what`` and the holder; this process's own is shared."""
     lock_file = file_lock_path(path)
     if lock_file in _held:
         yield

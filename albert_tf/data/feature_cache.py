@@ -13,13 +13,15 @@ and what the builder reports (counts, statistics, per-feature metadata for post-
 no pickle). The key hashes the settings together with the record schema's name and version,
 so a changed data file (callers put its ``file_sha256``), tokenizer, length or format
 rebuilds. A local cache is locked (``<record file>.lock``) before it is looked at or written: two runs
-sharing a cache path never mix their files, and none replaces records another run still reads.
+sharing a cache path never mix their files, and none replaces records another run still reads. A multi-worker
+job's chief alone builds and locks it; its other workers read what it tells them is there.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -30,7 +32,9 @@ from absl import logging
 
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
-from albert_tf.run_lock import RunLockedError, file_lock_for_run, file_lock_path, live_holder
+from albert_tf.errors import RunError
+from albert_tf.run_lock import (RunLockedError, at_run_end, current_worker, file_lock_for_run, file_lock_path,
+                                   live_holder)
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -152,12 +156,97 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     naming the cache and the holder (``RunLockedError``) rather than replace records this run still reads.
     ``keyed_name``: the file's name holds the cache key (GLUE's), so a run at that path has these settings
     and never writes other records there: the lock is held only while building, and a run finding another
-    one building it waits, then reuses its records."""
+    one building it waits, then reuses its records.
+
+    In a multi-worker job only the chief looks, builds and locks; the other workers wait for its word, then read
+    its records (or, on a filesystem of their own, make their own copy under their own lock)."""
     if sizes is None:
         sizes = {"max_seq_length": int(settings["max_seq_length"])} if "max_seq_length" in settings else {}
     side_file = side_file or record_file + ".json"
     key = cache_key(schema, settings)
-    make_folders(os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file)))
+    obtain = functools.partial(_in_its_folder, record_file, side_file, schema, settings, key, build, dict(sizes),
+                               source, expected, keyed_name)
+    # A multi-worker job's workers: each taking a lock of its own let them build the same file at once, and
+    # another job's worker build its records over a cache a run held. Now the chief alone looks, builds and
+    # locks (keeping other jobs out), and the other workers read what it says is there.
+    num_workers, worker_index = current_worker()
+    if num_workers > 1 and worker_index == 0:
+        return _telling_the_workers(f"the feature cache {record_file}", obtain)
+    if num_workers > 1 and (side := _the_chiefs(record_file, side_file, key)) is not None:
+        return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+    return obtain()  # alone, or another worker on a filesystem of its own: its own copy, under its own lock
+
+
+_READY = "ready"  # what a multi-worker job's chief tells the others once its cache is there (else why not)
+
+
+def _telling_the_workers(about: str, obtain: Callable[[], CachedSplit]) -> CachedSplit:
+    """The chief: ``obtain()``, then tells the other workers it is ready, or why not (its refusal's one line)."""
+    from albert_tf.training.distribution import tell_workers
+
+    try:
+        cached = obtain()
+    except Exception as e:
+        tell_workers(about, " ".join(str(e).split()) or type(e).__name__)
+        raise
+    tell_workers(about, _READY)
+    return cached
+
+
+def _the_chiefs(record_file: str, side_file: str, key: str) -> dict | None:
+    """Another worker: the side file of the chief's cache once it says it is ready (raises what stopped it);
+    None when this worker sees other files at the path (its filesystem is not the chief's: another machine)."""
+    from albert_tf.training.distribution import chiefs_word
+
+    word = chiefs_word(f"the feature cache {record_file}")
+    if word != _READY:
+        raise RunError(f"the multi-worker job's chief stopped: {word}")
+    return _load_side_file(side_file, key, record_file)
+
+
+def _in_its_folder(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+                   build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None,
+                   keyed_name: bool) -> CachedSplit:
+    """The cache's folder made, then ``_lookup_or_build``."""
+    folder = os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file))
+    created = [] if is_remote(folder) else _missing_folders(folder)
+    make_folders(folder)
+    # Folders made here for the cache are removed again if still empty once its lock is released (at the run's
+    # end, or below): a refused or failed run leaves nothing behind.  Registered before the lock, so run after.
+    if created:
+        at_run_end(lambda: _remove_empty(created))
+    try:
+        return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
+                                keyed_name)
+    finally:
+        _remove_empty(created)
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """``folder`` and its parents that do not exist yet, innermost first."""
+    missing = []
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty folder: another run's lock or records in it keep it
+        except OSError:
+            return
+
+
+def _lookup_or_build(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,
+                     build: Builder, sizes: dict, source: str | None, expected: Callable[[], int] | None,
+                     keyed_name: bool) -> CachedSplit:
+    """``cached_records`` once its folder exists: under the cache's lock, its records or a new build."""
     with contextlib.ExitStack() as lock:
         # The cache's lock before its first write and before trusting what is there: another run building
         # this path could otherwise pair its side file with our records, or replace records we still read.
@@ -169,11 +258,11 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
                     side := _load_side_file(side_file, key, record_file)) is None:
                 raise
             logging.warning("Cannot lock the feature cache %s (%s): reusing it unlocked.", record_file, e.strerror)
-            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
+            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
         side = _load_side_file(side_file, key, record_file)
         if side is not None:
-            return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
-        return _build(record_file, side_file, schema, settings, key, build, dict(sizes), source, expected)
+            return CachedSplit(record_file, side_file, schema, sizes, side, reused=True)
+        return _build(record_file, side_file, schema, settings, key, build, sizes, source, expected)
 
 
 def _take_lock(stack: contextlib.ExitStack, record_file: str, keyed_name: bool) -> None:

@@ -195,6 +195,7 @@ def make_tf_config(worker_addresses: list[str], index: int) -> str:
 # How long the chief waits at a job's end for the other workers' processes to exit.
 EXIT_WAIT_SECONDS = 60.0
 _DONE_KEY = "albert_tf/end_of_job/"  # + a task's "job/index": that task's work is done
+_CHIEF_KEY = "albert_tf/chief/"  # + a key of tell_workers: what the chief tells the other workers
 
 
 @contextlib.contextmanager
@@ -222,7 +223,7 @@ def ending_together(strategy: tf.distribute.Strategy) -> Iterator[None]:
 
 
 def _end_together(strategy: tf.distribute.Strategy, info: WorkerInfo) -> None:
-    own, others = _tasks(strategy)
+    own, others = _tasks(strategy.cluster_resolver)
     coordination = context.context()
     if not info.is_chief:
         coordination.set_config_key_value(_DONE_KEY + own, "done")
@@ -241,9 +242,29 @@ def _end_together(strategy: tf.distribute.Strategy, info: WorkerInfo) -> None:
     _wait_until_closed(list(others.values()), EXIT_WAIT_SECONDS)
 
 
-def _tasks(strategy: tf.distribute.Strategy) -> tuple[str, dict[str, str]]:
+def tell_workers(key: str, value: str) -> None:
+    """The chief of a multi-worker job: ``value`` for ``key`` in the job's coordination service, for its other
+    workers (``chiefs_word``). A key told before keeps its first value."""
+    try:
+        context.context().set_config_key_value(_CHIEF_KEY + key, value)
+    except tf.errors.AlreadyExistsError:
+        pass
+
+
+def chiefs_word(key: str) -> str:
+    """Another worker of a multi-worker job (``TF_CONFIG``, as ``create_strategy``): the chief's value for ``key``
+    (``tell_workers``), waiting for it; ``WorkerLostError`` when the chief's process is gone first."""
+    _, others = _tasks(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    (chief, address), = [(task, address) for task, address in others.items() if _is_chief_task(task, others)]
+    failed = _wait_for_key(context.context(), _CHIEF_KEY + key, address)
+    if failed:
+        raise WorkerLostError(f"the chief (/job:{chief.replace('/', '/task:')}) of the multi-worker job stopped "
+                              f"before {key} was ready ({failed}); its log says why")
+    return context.context().get_config_key_value(_CHIEF_KEY + key)
+
+
+def _tasks(resolver) -> tuple[str, dict[str, str]]:
     """This task's "job/index", and {"job/index": "host:port"} of every other task of the job."""
-    resolver = strategy.cluster_resolver
     own = f"{resolver.task_type}/{resolver.task_id or 0}"
     tasks = {f"{job}/{index}": address for job, addresses in resolver.cluster_spec().as_dict().items()
              if job in ("chief", "worker") for index, address in enumerate(addresses)}

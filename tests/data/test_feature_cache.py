@@ -273,3 +273,36 @@ def test_a_finished_cache_in_a_folder_that_cannot_be_locked_is_read(tmp_path, mo
     assert any("Cannot lock the feature cache" in w and path in w for w in warnings), warnings
     with pytest.raises(PermissionError):
         cached_records(path, SCHEMA, {"data": "b"}, _builder([]))
+
+
+@pytest.mark.parametrize("in_run", [False, True])
+@pytest.mark.parametrize("outcome", ["build fails", "lock refused"])
+def test_a_failed_or_refused_run_leaves_no_folder_it_made_for_the_cache(tmp_path, monkeypatch, in_run, outcome):
+    """--train_feature_file=<new folders>/train.tf_record: a run whose build failed (a bad data file, Ctrl-C) or
+    that was refused by the cache's lock left the folders it had made for the cache behind, empty. Now they go
+    (once the lock is released: at the run's end for a run's caches); folders that were there stay."""
+    import contextlib
+
+    import albert_tf.data.feature_cache as feature_cache
+    from albert_tf.run_lock import RunLockedError, output_dir_lock
+
+    (tmp_path / "there").mkdir()
+    path = str(tmp_path / "there" / "new" / "sub" / "c.tf_record")
+
+    def broken(write):
+        write(SCHEMA.serialize({"x": 9}))
+        raise RuntimeError("tokenizer failed")
+
+    def refused(*args):
+        raise RunLockedError("the feature cache is in use by another run")
+
+    if outcome == "lock refused":  # another run took the folder's lock between our making it and our look
+        monkeypatch.setattr(feature_cache, "_take_lock", refused)
+    run = output_dir_lock(str(tmp_path / "there" / "out")) if in_run else contextlib.nullcontext()
+    with pytest.raises(RuntimeError if outcome == "build fails" else RunLockedError):
+        with run:
+            cached_records(path, SCHEMA, {"data": "a"}, broken)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["there"]
+    monkeypatch.undo()
+    built = cached_records(path, SCHEMA, {"data": "a"}, _builder([]))  # a good run still makes them
+    assert not built.reused and _read(path) == [1, 2, 3]
