@@ -12,7 +12,8 @@ How it differs from the original's drivers (and why):
 - Metrics are computed in numpy over the whole split, from outputs gathered by the one
   evaluation path (``albert_tf.training.evaluation``); nothing is dropped.
 - Weights for evaluation without training, prediction and export (``resolve_weights``):
-  ``model.ckpt-best`` in output_dir, else its latest checkpoint, else ``--init_checkpoint``.
+  ``model.ckpt-best`` in output_dir, else its latest checkpoint, else ``--init_checkpoint``
+  (``own_weights_ahead_of_init``: when a run's own checkpoints leave ``--init_checkpoint`` unused).
 - Only the chief worker evaluates and writes files; other workers only help train.
 """
 from __future__ import annotations
@@ -28,11 +29,13 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data import batching, datasets
+from albert_tf.errors import RunError
 from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_evaluation import BEST_TRIAL_FILENAME, BestCheckpointKeeper, CheckpointEvaluator
-from albert_tf.training.checkpoint_policy import newest_intact_weights, refuse_resuming_the_original
+from albert_tf.training.checkpoint_policy import (checkpoint_candidates, newest_intact_weights,
+                                                  refuse_resuming_the_original)
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
@@ -100,6 +103,36 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
     raise ValueError(f"no weights to use: evaluating, predicting or exporting without --do_train needs a "
                      f"fine-tuned checkpoint: none in --output_dir={output_dir} (no model.ckpt-best, no checkpoint) "
                      f"and --init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
+
+
+def own_weights_ahead_of_init(output_dir: str, do_train: bool, predicts_or_exports: bool) -> str | None:
+    """The run's own checkpoint in ``output_dir`` that this run uses instead of ``init_checkpoint``; None when
+    ``init_checkpoint`` is the weights some stage starts from. Only reads. The rule (the Trainer's resume and
+    ``resolve_weights``'s, which each stage follows):
+
+    - training: any ``model.ckpt-<step>`` on disk or in the state file. The run resumes from the newest intact
+      one, or stops when none is intact: never from ``init_checkpoint`` (its ``init_fn`` runs only without one).
+    - without training (evaluate, predict, export): those, ``model.ckpt-best``, or a ``best_trial.txt`` naming a
+      best step (``resolve_weights`` uses them or stops); an evaluation-only run also evaluates the checkpoints
+      its state file lists from elsewhere (``predicts_or_exports`` False).
+
+    Its answer names ``model.ckpt-best`` without training, else the newest such checkpoint with an index on disk
+    (whether it reads back completely is for the stage to find: that reads every tensor)."""
+    own = checkpoint_candidates(output_dir)
+    own = [p for p in own if tf.io.gfile.exists(p + ".index")] or own  # the state file may name lost ones
+    if do_train:
+        return own[0] if own else None
+    best = os.path.join(output_dir, files.BEST_BASENAME)
+    try:
+        best_step = BestCheckpointKeeper(output_dir, "").read()[1]
+    except RunError:
+        best_step = 0  # garbled: resolve_weights stops naming it
+    if tf.io.gfile.exists(best + ".index") or best_step >= 0:
+        return best
+    if own:
+        return own[0]
+    listed = [] if predicts_or_exports else files.known_checkpoints(output_dir)
+    return listed[-1] if listed else None
 
 
 class _Runner:

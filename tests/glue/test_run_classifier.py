@@ -469,3 +469,60 @@ def test_evaluating_an_output_dir_whose_checkpoints_have_another_head_is_still_r
         assert "the number of labels differs (the checkpoint's head has 3, this task 2)" in results[name]["stderr"], \
             (name, results[name]["stderr"])
         assert not any("starts fresh" in w for w in results[name]["warnings"]), name
+
+
+def _checkpoint_steps(folder):
+    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", p.name)))
+
+
+def test_resuming_needs_no_init_checkpoint(glue_slices, tiny_config_file, spm_model, tmp_path, driver_cases,
+                                           random_tf1_checkpoint, misfit_init_checkpoints):
+    """An interrupted run re-run with the same command resumes from its own last checkpoint: --init_checkpoint
+    is not read then, so one that is gone (scratch cleaned), damaged or of another config must not refuse the run
+    (it did, before any work: the flag checks read it whatever --output_dir held). One warning says it is unused."""
+    import json
+    import shutil
+
+    from albert_tf import AlbertConfig
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    init = scratch / "model.ckpt"
+    random_tf1_checkpoint(AlbertConfig.from_json_file(str(tiny_config_file)), init)
+
+    def command(out, init_checkpoint, *stages):
+        return _from_mnli_flags("MRPC", glue_slices, tiny_config_file, spm_model, out, "--train_step=4",
+                                f"--init_checkpoint={init_checkpoint}", *(stages or ("--do_train", "--nodo_eval")))
+
+    first = tmp_path / "first"
+    assert driver_cases("run_classifier", {"first": command(first, init)})["first"]["code"] == 0
+    assert _checkpoint_steps(first) == [1, 2, 3, 4]
+    damaged = scratch / "damaged" / "model.ckpt"
+    damaged.parent.mkdir()
+    (scratch / "damaged" / "model.ckpt.index").write_bytes(b"")
+    misfit, _ = misfit_init_checkpoints(json.loads(tiny_config_file.read_text()), scratch / "misfit",
+                                        tiny_config_file)["larger"]
+    inits = {"gone": scratch / "gone" / "model.ckpt", "damaged": damaged, "other config": misfit}
+    kept = {}
+    for name in inits:  # killed after step 2's save: steps 3 and 4 never written
+        shutil.copytree(first, tmp_path / name)
+        for path in (tmp_path / name).glob("model.ckpt-[34].*"):
+            path.unlink()
+        kept[name] = {p.name: p.read_bytes() for p in (tmp_path / name).glob("model.ckpt-[12].*")}
+    cases = {name: command(tmp_path / name, inits[name]) for name in inits}
+    # run_glue.sh's second run: evaluates and predicts with the run's own checkpoints
+    cases["eval and predict"] = command(first, inits["other config"], "--nodo_train", "--do_eval", "--do_predict")
+    results = driver_cases("run_classifier", cases)
+    for name in inits:
+        out = tmp_path / name
+        assert results[name]["code"] == 0, (name, results[name])
+        assert _checkpoint_steps(out) == [1, 2, 3, 4], name
+        assert {p: (out / p).read_bytes() for p in kept[name]} == kept[name], name  # resumed, not started over
+        about_init = [w for w in results[name]["warnings"] if str(inits[name]) in w]
+        assert len(about_init) == 1, (name, results[name]["warnings"])
+        assert "not used" in about_init[0] and str(out / "model.ckpt-2") in about_init[0], (name, about_init)
+    assert results["eval and predict"]["code"] == 0, results["eval and predict"]
+    about_init = [w for w in results["eval and predict"]["warnings"] if str(inits["other config"]) in w]
+    assert len(about_init) == 1 and "is not used" in about_init[0], results["eval and predict"]["warnings"]
+    assert len(eval_blocks(first / "eval_results.txt")) == 4
+    assert (first / "test_results.tsv").exists()
