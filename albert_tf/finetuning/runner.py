@@ -43,7 +43,8 @@ from albert_tf.training.results import EVAL_RESULTS_FILE, format_inline
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
-from albert_tf.weights import checkpoint_step, files, fine_tuning_init, load_checkpoint
+from albert_tf.weights import CheckpointError, check_fits, checkpoint_step, files, fine_tuning_init, hf, load_checkpoint
+from albert_tf.weights.errors import first_lines
 
 
 @dataclasses.dataclass
@@ -244,18 +245,17 @@ class _Runner:
         trainer.train()
         return trainer.model
 
-    def evaluate_without_training(self) -> tuple[Any, bool]:
-        """(the model, whether anything was evaluated): the checkpoints not evaluated yet, else the
-        weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
-        model = self.built_model()
+    def evaluate_without_training(self, model) -> bool:
+        """Whether anything was evaluated, with ``model`` (built): the checkpoints not evaluated yet, else
+        the weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
         evaluator = self.checkpoint_evaluator(model)
         if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
-            return model, True
+            return True
         if evaluator.evaluate_pending(eval_only=True):
-            return model, True
+            return True
         self.warn_nothing_evaluated(evaluator.keeper.read()[0])
-        return model, False
+        return False
 
     def warn_nothing_evaluated(self, last_step: int) -> None:
         """An eval-only run must not end as if it had scored something: eval_results.txt holds only
@@ -296,20 +296,47 @@ class _Runner:
         with output_dir_lock(job.output_dir, worker.num_workers, worker.worker_index, take_over):
             return self._run_stages()
 
+    def check_scoring_weights(self, model) -> None:
+        """A run without training that scores with ``init_checkpoint`` (``own_weights_ahead_of_init``): its
+        task head must be this task's, as it is, before any work (it was found after the features were
+        cached, a line per variable). Another task's head starts fresh only when training (``fine_tuning_init``)."""
+        job = self.job
+        if job.do_train or not job.init_checkpoint or hf.is_hf_checkpoint(job.init_checkpoint):
+            return  # a Hugging Face folder has no index to check: loading it names what does not fit
+        if own_weights_ahead_of_init(job.output_dir, False, bool(job.do_predict or job.export_dir)):
+            return
+        path = job.init_checkpoint
+        try:
+            other = check_fits(model, path, other_heads_allowed=True)
+        except CheckpointError as e:
+            raise CheckpointError(f"--init_checkpoint={path}: {first_lines(e)}") from None
+        if other:
+            _, ours, theirs = other[0]  # a projection's first dimension: its outputs
+            shapes = ", ".join(f"{name} {list(t)} for {list(o)}" for name, o, t in other)
+            raise CheckpointError(
+                f"--init_checkpoint={path}: its task head has {theirs[0]} labels, this task ({self.task.name}) "
+                f"{ours[0]} ({shapes}): without --do_train it scores as it is, and nothing was trained here; "
+                f"give a checkpoint fine-tuned on this task, or train with --do_train (the head then starts fresh)")
+
     def _run_stages(self) -> dict[str, Any]:
         job, task = self.job, self.task
+        model = None
         if worker_info(self.strategy).is_chief:
+            if not job.do_train:  # the model that scores, and its weights checked before any work
+                model = self.built_model()
+                self.check_scoring_weights(model)
             task.prepare(job.output_dir)
             logging.info("Batch lengths: %s", self.lengths.describe())
         produced: dict[str, Any] = {}
-        model = self.train() if job.do_train else None
+        if job.do_train:
+            model = self.train()
         if not worker_info(self.strategy).is_chief:
             return produced  # other workers only help train; the chief writes every file
         if job.do_train:  # a train-only run (run_glue.sh's first) says where its checkpoints went too
             produced["checkpoint"] = files.latest_checkpoint(job.output_dir)
         evaluated = job.do_eval  # with do_train, each checkpoint was evaluated as it was saved
         if job.do_eval and not job.do_train:
-            model, evaluated = self.evaluate_without_training()
+            evaluated = self.evaluate_without_training(model)
         if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
         if job.do_predict or job.export_dir:

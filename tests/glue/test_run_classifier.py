@@ -526,3 +526,32 @@ def test_resuming_needs_no_init_checkpoint(glue_slices, tiny_config_file, spm_mo
     assert len(about_init) == 1 and "is not used" in about_init[0], results["eval and predict"]["warnings"]
     assert len(eval_blocks(first / "eval_results.txt")) == 4
     assert (first / "test_results.tsv").exists()
+
+
+def test_evaluating_or_predicting_with_an_init_checkpoint_of_another_head_is_refused(glue_slices, tiny_config_file,
+                                                                                    spm_model, tmp_path,
+                                                                                    driver_errors,
+                                                                                    random_tf1_checkpoint):
+    """Without --do_train, --init_checkpoint is the model that scores: an MNLI one (3 labels) cannot score MRPC
+    (2), nothing was trained. Its head does not start fresh (that is for training): one line names the flag and
+    the head."""
+    from albert_tf import AlbertConfig
+
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    mnli = tmp_path / "mnli" / "model.ckpt-best"
+    mnli.parent.mkdir()
+    random_tf1_checkpoint(config, mnli, extra={"output_weights": np.full([3, config.hidden_size], 0.1, np.float32),
+                                               "output_bias": np.zeros([3], np.float32)})
+    base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}", f"--spm_model_file={spm_model}",
+            "--max_seq_length=32", "--task_name=MRPC", f"--init_checkpoint={mnli}"]
+    cases = {"eval only": [*base, f"--output_dir={tmp_path / 'eval'}", "--do_eval"],
+             "predict only": [*base, f"--output_dir={tmp_path / 'predict'}", "--do_predict"]}
+    results = driver_errors(cases)
+    for name in cases:
+        assert results[name]["code"] == 1, (name, results[name])
+        stderr = results[name]["stderr"]
+        assert len(stderr.splitlines()) == 1 and stderr.startswith("run_classifier.py: error: "), (name, stderr)
+        assert "--init_checkpoint" in stderr and str(mnli) in stderr, (name, stderr)
+        assert "head has 3 labels, this task (mrpc) 2" in stderr and "nothing was trained" in stderr, (name, stderr)
+        assert not (tmp_path / name.split()[0]).exists(), name  # before any work (the features were cached)
+        assert not any("starts fresh" in w for w in results[name]["warnings"]), name
