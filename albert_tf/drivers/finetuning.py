@@ -212,19 +212,34 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     if not path:
         return
     flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
-    encoder = AlbertModel(config)  # built by the check, outside any strategy's scope: it is thrown away
     try:
-        if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read
-            load_checkpoint(encoder, path, allow_missing_heads=True)
+        if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read (into
+            # an encoder built by the check, outside any strategy's scope: it is thrown away)
+            load_checkpoint(AlbertModel(config), path, allow_missing_heads=True)
         else:
             try:
-                check_fits(encoder, path)  # the checkpoint's index only
+                check_fits(_variables_without_values(config), path)  # the checkpoint's index only
             except (tf.errors.OpError, RuntimeError):  # TensorFlow's reader names no file (an empty index)
                 resolve_checkpoint(path)  # the one line naming the damaged file
                 raise
     except CheckpointError as e:
         line = another_config_line(e, f.albert_config_file)
         raise ValueError(f"--{flag}: {line}" if path in line else f"--{flag}={path}: {line}") from None
+
+
+def _variables_without_values(config):
+    """An ``AlbertModel`` of ``config`` whose variables have names and shapes but no values: made in a graph
+    that is never run (traced by a ``tf.function`` in it, so the model's own checks make no unused ops).
+    ``check_fits`` needs no more, and an eager one allocated every weight (0.9 GB for ALBERT xxlarge)
+    only to be thrown away."""
+    import tensorflow as tf
+
+    from albert_tf.modeling.encoder import AlbertModel
+
+    with tf.Graph().as_default():
+        encoder = AlbertModel(config)
+        tf.function(lambda: encoder(encoder.dummy_inputs())).get_concrete_function()
+    return encoder
 
 
 def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_steps: int, do_eval: bool,

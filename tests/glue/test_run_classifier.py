@@ -555,3 +555,56 @@ def test_evaluating_or_predicting_with_an_init_checkpoint_of_another_head_is_ref
         assert "head has 3 labels, this task (mrpc) 2" in stderr and "nothing was trained" in stderr, (name, stderr)
         assert not (tmp_path / name.split()[0]).exists(), name  # before any work (the features were cached)
         assert not any("starts fresh" in w for w in results[name]["warnings"]), name
+
+
+_FIT_CHECK_MEMORY = r"""
+import json, resource, sys
+from absl import flags
+from albert_tf.drivers import run_classifier  # noqa: F401  (its flags)
+from albert_tf.config import AlbertConfig
+from albert_tf.drivers.finetuning import check_weights_fit
+init, config_file, out = sys.argv[1:]
+flags.FLAGS(["run_classifier.py", f"--init_checkpoint={init}", f"--albert_config_file={config_file}",
+             f"--output_dir={out}", "--do_train"])
+config = AlbertConfig.from_json_file(config_file)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    check_weights_fit(flags.FLAGS, config)
+    error = None
+except ValueError as e:
+    error = str(e)
+print(json.dumps({"grew_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, "error": error}))
+"""
+
+
+def test_the_fit_check_allocates_no_weights(tmp_path, tiny_config_file, random_tf1_checkpoint, tf1_shapes):
+    """check_weights_fit compares the checkpoint's index with the model's variable names and shapes: it made an
+    eager AlbertModel for them, every weight allocated and initialised (0.9 GB for ALBERT xxlarge) to be thrown
+    away. Checked on xxlarge's config against a tiny checkpoint: the same refusal, and the process's peak memory
+    grows by less than half the weights' bytes."""
+    import json
+
+    from albert_tf import AlbertConfig
+
+    xxlarge = {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
+               "num_attention_heads": 64, "intermediate_size": 16384, "max_position_embeddings": 512,
+               "type_vocab_size": 2}
+    (tmp_path / "xxlarge.json").write_text(json.dumps(xxlarge))
+    tiny = AlbertConfig.from_json_file(str(tiny_config_file))
+    random_tf1_checkpoint(tiny, tmp_path / "model.ckpt")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _FIT_CHECK_MEMORY, str(tmp_path / "model.ckpt"),
+                           str(tmp_path / "xxlarge.json"), str(tmp_path / "out")], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    word = "bert/embeddings/word_embeddings"
+    expected, found = tf1_shapes(AlbertConfig(**xxlarge))[word], tf1_shapes(tiny)[word]
+    assert result["error"].startswith(f"--init_checkpoint: checkpoint {tmp_path / 'model.ckpt'} does not fit the "
+                                      f"model (25 variables): {word}: expected shape {expected}, found shape "
+                                      f"{found}"), result["error"]
+    weights_kb = sum(int(np.prod(s)) for n, s in tf1_shapes(AlbertConfig(**xxlarge)).items()
+                     if n.startswith("bert/")) * 4 / 1024
+    assert weights_kb > 800_000  # the encoder's float32 weights: 0.9 GB
+    assert result["grew_kb"] < weights_kb / 2, (result["grew_kb"], weights_kb)
+    assert "never used" not in proc.stderr  # a graph's unused assert op would be logged as an error
