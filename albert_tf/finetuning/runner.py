@@ -309,7 +309,9 @@ class _Runner:
         try:
             other = check_fits(model, path, other_heads_allowed=True)
         except CheckpointError as e:
-            raise CheckpointError(f"--init_checkpoint={path}: {first_lines(e)}") from None
+            line = first_lines(e)
+            raise CheckpointError(f"--init_checkpoint: {line}" if path in line else f"--init_checkpoint={path}: {line}"
+                                  ) from None
         if other:
             _, ours, theirs = other[0]  # a projection's first dimension: its outputs
             shapes = ", ".join(f"{name} {list(t)} for {list(o)}" for name, o, t in other)

@@ -555,6 +555,18 @@ def test_evaluating_or_predicting_with_an_init_checkpoint_of_another_head_is_ref
         assert "head has 3 labels, this task (mrpc) 2" in stderr and "nothing was trained" in stderr, (name, stderr)
         assert not (tmp_path / name.split()[0]).exists(), name  # before any work (the features were cached)
         assert not any("starts fresh" in w for w in results[name]["warnings"]), name
+    # A pretrained checkpoint has no head at all: one line too, before any work
+    pretrained = tmp_path / "pretrained" / "model.ckpt"
+    pretrained.parent.mkdir()
+    random_tf1_checkpoint(config, pretrained)
+    result = driver_errors({"pretrained": [*base[:-1], f"--init_checkpoint={pretrained}",
+                                           f"--output_dir={tmp_path / 'scored'}", "--do_predict"]})["pretrained"]
+    assert result["code"] == 1 and not (tmp_path / "scored").exists(), result
+    assert result["stderr"] == (f"run_classifier.py: error: --init_checkpoint: checkpoint {pretrained} does not fit "
+                                f"the model (2 variables): output_weights: expected shape [2, {config.hidden_size}], "
+                                f"missing; the checkpoint has no head for this task (a "
+                                f"pretrained checkpoint has none): train first (--do_train), or give a fine-tuned "
+                                f"checkpoint ...\n"), result["stderr"]
 
 
 _FIT_CHECK_MEMORY = r"""
