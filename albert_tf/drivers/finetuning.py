@@ -98,11 +98,39 @@ def stage_flag_problems(f: flags.FlagValues) -> list[str]:
         problems += count_flag_problems(f, "predict_batch_size")
     if "dropout_prob" in f and not 0 <= f.dropout_prob < 1:  # the model is built in every stage
         problems.append(f"--dropout_prob must be in [0, 1), got {f.dropout_prob}")
+    unused = unused_weights_flag(f)
+    if unused:  # a resumed run's: its own checkpoints make the flag's weights unused, whatever state they are in
+        logging.warning("%s", unused)
+        return problems
     try:  # here, before any split is read: the runner opens it only after the features are cached
         init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
     except ValueError as e:
         problems.append(str(e))
     return problems
+
+
+def unused_weights_flag(f: flags.FlagValues) -> str | None:
+    """Why ``--init_checkpoint`` (or ``--albert_hub_module_handle``) is not used by this run, as a warning line;
+    None when it is the weights a stage starts from, or when none is given.
+
+    The rule (``runner.own_weights_ahead_of_init``, what the stages do): it is unused when ``--output_dir`` holds
+    the run's own weights: with ``--do_train`` any ``model.ckpt-<step>`` (the run resumes from its newest intact
+    one, or stops); without, also ``model.ckpt-best`` or a ``best_trial.txt`` naming a best step, and for an
+    evaluation-only run the checkpoints the state file lists. Only then are the flag's weights left unchecked
+    (``stage_flag_problems``, ``check_weights_fit``): a re-run of an interrupted run's command resumes even when
+    they are gone, damaged or of another config. A fresh run's are checked, and refused in one line."""
+    from albert_tf.fileio import absolute
+    from albert_tf.finetuning.runner import own_weights_ahead_of_init
+
+    flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
+    if not f[flag].value or not f.output_dir:
+        return None
+    predicts_or_exports = bool(f.do_predict or ("export_dir" in f and f.export_dir))
+    own = own_weights_ahead_of_init(absolute(f.output_dir), f.do_train, predicts_or_exports)
+    if own is None:
+        return None
+    how = "resumes from its own checkpoints" if f.do_train else "uses its own weights"
+    return f"--{flag}={f[flag].value} is not used: the run {how} in --output_dir (the newest: {own})"
 
 
 def check_stage_flags(f: flags.FlagValues) -> None:
@@ -165,11 +193,12 @@ def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vo
 
 
 def check_weights_fit(f: flags.FlagValues, config) -> None:
-    """That the encoder weights of ``--init_checkpoint`` (or ``--albert_hub_module_handle``) fit ``config``, as
-    one line naming the flag, the first weight that does not and --albert_config_file. They were first read
-    after the features were cached, and a checkpoint of another size printed a line per weight (25 for ALBERT
-    large with a base config). Only the encoder is checked: the task's head starts fresh when it is missing
-    or of another number of labels (``fine_tuning_init``)."""
+    """That the encoder weights of ``--init_checkpoint`` (or ``--albert_hub_module_handle``) fit ``config`` when the
+    run starts from them (not when it resumes from its own checkpoints: ``unused_weights_flag``), as one line naming
+    the flag, the first weight that does not and --albert_config_file. They were first read after the features were
+    cached, and a checkpoint of another size printed a line per weight (25 for ALBERT large with a base config).
+    Only the encoder is checked: the task's head starts fresh when it is missing or of another number of labels
+    (``fine_tuning_init``)."""
     import tensorflow as tf
 
     from albert_tf.modeling.encoder import AlbertModel
@@ -177,23 +206,40 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     from albert_tf.weights.errors import another_config_line
     from albert_tf.weights.hf import is_hf_checkpoint
 
+    if unused_weights_flag(f):  # the run starts from its own checkpoint (stage_flag_problems warned)
+        return
     path = init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
     if not path:
         return
     flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
-    encoder = AlbertModel(config)  # built by the check, outside any strategy's scope: it is thrown away
     try:
-        if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read
-            load_checkpoint(encoder, path, allow_missing_heads=True)
+        if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read (into
+            # an encoder built by the check, outside any strategy's scope: it is thrown away)
+            load_checkpoint(AlbertModel(config), path, allow_missing_heads=True)
         else:
             try:
-                check_fits(encoder, path)  # the checkpoint's index only
+                check_fits(_variables_without_values(config), path)  # the checkpoint's index only
             except (tf.errors.OpError, RuntimeError):  # TensorFlow's reader names no file (an empty index)
                 resolve_checkpoint(path)  # the one line naming the damaged file
                 raise
     except CheckpointError as e:
         line = another_config_line(e, f.albert_config_file)
         raise ValueError(f"--{flag}: {line}" if path in line else f"--{flag}={path}: {line}") from None
+
+
+def _variables_without_values(config):
+    """An ``AlbertModel`` of ``config`` whose variables have names and shapes but no values: made in a graph
+    that is never run (traced by a ``tf.function`` in it, so the model's own checks make no unused ops).
+    ``check_fits`` needs no more, and an eager one allocated every weight (0.9 GB for ALBERT xxlarge)
+    only to be thrown away."""
+    import tensorflow as tf
+
+    from albert_tf.modeling.encoder import AlbertModel
+
+    with tf.Graph().as_default():
+        encoder = AlbertModel(config)
+        tf.function(lambda: encoder(encoder.dummy_inputs())).get_concrete_function()
+    return encoder
 
 
 def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_steps: int, do_eval: bool,
@@ -225,7 +271,9 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         do_eval=do_eval,
         do_predict=f.do_predict,
         export_dir=export_dir,
-        init_checkpoint=init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle),
+        # Unused weights as given (the runner reads them only when the run has no checkpoint of its own)
+        init_checkpoint=(f.init_checkpoint or f.albert_hub_module_handle or None) if unused_weights_flag(f)
+        else init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle),
         train=train,
         optimizer_fn=lambda: create_optimizer(f.learning_rate, num_train_steps, warmup_steps, f.optimizer),
         eval_batch_size=eval_batch_size,

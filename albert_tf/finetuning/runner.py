@@ -12,7 +12,8 @@ How it differs from the original's drivers (and why):
 - Metrics are computed in numpy over the whole split, from outputs gathered by the one
   evaluation path (``albert_tf.training.evaluation``); nothing is dropped.
 - Weights for evaluation without training, prediction and export (``resolve_weights``):
-  ``model.ckpt-best`` in output_dir, else its latest checkpoint, else ``--init_checkpoint``.
+  ``model.ckpt-best`` in output_dir, else its latest checkpoint, else ``--init_checkpoint``
+  (``own_weights_ahead_of_init``: when a run's own checkpoints leave ``--init_checkpoint`` unused).
 - Only the chief worker evaluates and writes files; other workers only help train.
 """
 from __future__ import annotations
@@ -28,11 +29,13 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data import batching, datasets
+from albert_tf.errors import RunError
 from albert_tf.fileio import absolute
 from albert_tf.finetuning.task import FineTuningTask, PredictContext, Split
 from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_evaluation import BEST_TRIAL_FILENAME, BestCheckpointKeeper, CheckpointEvaluator
-from albert_tf.training.checkpoint_policy import newest_intact_weights, refuse_resuming_the_original
+from albert_tf.training.checkpoint_policy import (checkpoint_candidates, newest_intact_weights,
+                                                  refuse_resuming_the_original)
 from albert_tf.training.distribution import one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
@@ -40,7 +43,8 @@ from albert_tf.training.results import EVAL_RESULTS_FILE, format_inline
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training.summaries import write_scalars
 from albert_tf.training.xla import parse_xla_setting
-from albert_tf.weights import checkpoint_step, files, fine_tuning_init, load_checkpoint
+from albert_tf.weights import CheckpointError, check_fits, checkpoint_step, files, fine_tuning_init, hf, load_checkpoint
+from albert_tf.weights.errors import first_lines
 
 
 @dataclasses.dataclass
@@ -100,6 +104,36 @@ def resolve_weights(output_dir: str, init_checkpoint: str | None) -> str:
     raise ValueError(f"no weights to use: evaluating, predicting or exporting without --do_train needs a "
                      f"fine-tuned checkpoint: none in --output_dir={output_dir} (no model.ckpt-best, no checkpoint) "
                      f"and --init_checkpoint is not set (train first with --do_train, or pass --init_checkpoint)")
+
+
+def own_weights_ahead_of_init(output_dir: str, do_train: bool, predicts_or_exports: bool) -> str | None:
+    """The run's own checkpoint in ``output_dir`` that this run uses instead of ``init_checkpoint``; None when
+    ``init_checkpoint`` is the weights some stage starts from. Only reads. The rule (the Trainer's resume and
+    ``resolve_weights``'s, which each stage follows):
+
+    - training: any ``model.ckpt-<step>`` on disk or in the state file. The run resumes from the newest intact
+      one, or stops when none is intact: never from ``init_checkpoint`` (its ``init_fn`` runs only without one).
+    - without training (evaluate, predict, export): those, ``model.ckpt-best``, or a ``best_trial.txt`` naming a
+      best step (``resolve_weights`` uses them or stops); an evaluation-only run also evaluates the checkpoints
+      its state file lists from elsewhere (``predicts_or_exports`` False).
+
+    Its answer names ``model.ckpt-best`` without training, else the newest such checkpoint with an index on disk
+    (whether it reads back completely is for the stage to find: that reads every tensor)."""
+    own = checkpoint_candidates(output_dir)
+    own = [p for p in own if tf.io.gfile.exists(p + ".index")] or own  # the state file may name lost ones
+    if do_train:
+        return own[0] if own else None
+    best = os.path.join(output_dir, files.BEST_BASENAME)
+    try:
+        best_step = BestCheckpointKeeper(output_dir, "").read()[1]
+    except RunError:
+        best_step = 0  # garbled: resolve_weights stops naming it
+    if tf.io.gfile.exists(best + ".index") or best_step >= 0:
+        return best
+    if own:
+        return own[0]
+    listed = [] if predicts_or_exports else files.known_checkpoints(output_dir)
+    return listed[-1] if listed else None
 
 
 class _Runner:
@@ -211,18 +245,17 @@ class _Runner:
         trainer.train()
         return trainer.model
 
-    def evaluate_without_training(self) -> tuple[Any, bool]:
-        """(the model, whether anything was evaluated): the checkpoints not evaluated yet, else the
-        weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
-        model = self.built_model()
+    def evaluate_without_training(self, model) -> bool:
+        """Whether anything was evaluated, with ``model`` (built): the checkpoints not evaluated yet, else
+        the weights of ``resolve_weights`` when output_dir has no checkpoint of its own."""
         evaluator = self.checkpoint_evaluator(model)
         if not evaluator.pending() and not files.known_checkpoints(self.job.output_dir):
             evaluator.evaluate_external(resolve_weights(self.job.output_dir, self.job.init_checkpoint))
-            return model, True
+            return True
         if evaluator.evaluate_pending(eval_only=True):
-            return model, True
+            return True
         self.warn_nothing_evaluated(evaluator.keeper.read()[0])
-        return model, False
+        return False
 
     def warn_nothing_evaluated(self, last_step: int) -> None:
         """An eval-only run must not end as if it had scored something: eval_results.txt holds only
@@ -263,20 +296,49 @@ class _Runner:
         with output_dir_lock(job.output_dir, worker.num_workers, worker.worker_index, take_over):
             return self._run_stages()
 
+    def check_scoring_weights(self, model) -> None:
+        """A run without training that scores with ``init_checkpoint`` (``own_weights_ahead_of_init``): its
+        task head must be this task's, as it is, before any work (it was found after the features were
+        cached, a line per variable). Another task's head starts fresh only when training (``fine_tuning_init``)."""
+        job = self.job
+        if job.do_train or not job.init_checkpoint or hf.is_hf_checkpoint(job.init_checkpoint):
+            return  # a Hugging Face folder has no index to check: loading it names what does not fit
+        if own_weights_ahead_of_init(job.output_dir, False, bool(job.do_predict or job.export_dir)):
+            return
+        path = job.init_checkpoint
+        try:
+            other = check_fits(model, path, other_heads_allowed=True)
+        except CheckpointError as e:
+            line = first_lines(e)
+            raise CheckpointError(f"--init_checkpoint: {line}" if path in line else f"--init_checkpoint={path}: {line}"
+                                  ) from None
+        if other:
+            _, ours, theirs = other[0]  # a projection's first dimension: its outputs
+            shapes = ", ".join(f"{name} {list(t)} for {list(o)}" for name, o, t in other)
+            raise CheckpointError(
+                f"--init_checkpoint={path}: its task head has {theirs[0]} labels, this task ({self.task.name}) "
+                f"{ours[0]} ({shapes}): without --do_train it scores as it is, and nothing was trained here; "
+                f"give a checkpoint fine-tuned on this task, or train with --do_train (the head then starts fresh)")
+
     def _run_stages(self) -> dict[str, Any]:
         job, task = self.job, self.task
+        model = None
         if worker_info(self.strategy).is_chief:
+            if not job.do_train:  # the model that scores, and its weights checked before any work
+                model = self.built_model()
+                self.check_scoring_weights(model)
             task.prepare(job.output_dir)
             logging.info("Batch lengths: %s", self.lengths.describe())
         produced: dict[str, Any] = {}
-        model = self.train() if job.do_train else None
+        if job.do_train:
+            model = self.train()
         if not worker_info(self.strategy).is_chief:
             return produced  # other workers only help train; the chief writes every file
         if job.do_train:  # a train-only run (run_glue.sh's first) says where its checkpoints went too
             produced["checkpoint"] = files.latest_checkpoint(job.output_dir)
         evaluated = job.do_eval  # with do_train, each checkpoint was evaluated as it was saved
         if job.do_eval and not job.do_train:
-            model, evaluated = self.evaluate_without_training()
+            evaluated = self.evaluate_without_training(model)
         if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
         if job.do_predict or job.export_dir:

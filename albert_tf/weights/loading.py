@@ -314,12 +314,15 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
     return prefix, reader, fmt, keys, model_names, sources, missing_allowed, other_head
 
 
-def check_fits(model, path: str) -> None:
+def check_fits(model, path: str, *, other_heads_allowed: bool = False) -> list[tuple[str, tuple, tuple]]:
     """Raises the `CheckpointError` `load_checkpoint(model, path)` would (a missing or mis-shaped
     variable, with the config field to check; encoder layers the model has no place for), reading only
     the checkpoint's index: the model is left as it is. Its callers have checked that the checkpoint reads
-    back; reading every tensor again here cost a whole extra read of it per resume and per evaluation."""
-    _plan(model, path, allow_missing_heads=False, init_from_group0=False, verify=False)
+    back; reading every tensor again here cost a whole extra read of it per resume and per evaluation.
+    ``other_heads_allowed``: head variables of another shape (another task's number of labels) are returned
+    (name, ours, theirs) rather than raised, for a caller to say what they mean for its run."""
+    return _plan(model, path, allow_missing_heads=False, init_from_group0=False, verify=False,
+                 other_heads_start_fresh=other_heads_allowed)[-1]
 
 
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,

@@ -220,6 +220,25 @@ def test_export_is_a_fine_tuning_start(exported):
             assert np.array_equal(variable.numpy(), want[name].numpy()), name
 
 
+def test_the_drivers_fit_check_reads_the_exports_names_and_shapes(exported):
+    """The drivers' check of --init_checkpoint / --albert_hub_module_handle uses an encoder whose variables have
+    no values (``_variables_without_values``): the same TF1 names and shapes as a built one, and it accepts the
+    export and the Google checkpoint it came from."""
+    from albert_tf import AlbertModel
+    from albert_tf.drivers.finetuning import _variables_without_values
+    from albert_tf.weights import check_fits
+    from albert_tf.weights.kinds import tf1_name_map
+
+    folder, model, _ = exported
+    unvalued = _variables_without_values(model.config)
+    eager = AlbertModel(model.config)
+    eager(eager.dummy_inputs())
+    assert ({n: v.shape.as_list() for n, v in tf1_name_map(unvalued).items()}
+            == {n: v.shape.as_list() for n, v in tf1_name_map(eager).items()})
+    for path in (folder / "saved", folder / "google" / "model.ckpt"):
+        assert check_fits(unvalued, str(path)) == [], path
+
+
 def _called_functions(nodes) -> set:
     """Names of the functions that `nodes` call (through any function-valued attribute)."""
     names = set()

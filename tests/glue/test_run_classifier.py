@@ -469,3 +469,154 @@ def test_evaluating_an_output_dir_whose_checkpoints_have_another_head_is_still_r
         assert "the number of labels differs (the checkpoint's head has 3, this task 2)" in results[name]["stderr"], \
             (name, results[name]["stderr"])
         assert not any("starts fresh" in w for w in results[name]["warnings"]), name
+
+
+def _checkpoint_steps(folder):
+    return sorted(int(m.group(1)) for p in folder.iterdir() if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", p.name)))
+
+
+def test_resuming_needs_no_init_checkpoint(glue_slices, tiny_config_file, spm_model, tmp_path, driver_cases,
+                                           random_tf1_checkpoint, misfit_init_checkpoints):
+    """An interrupted run re-run with the same command resumes from its own last checkpoint: --init_checkpoint
+    is not read then, so one that is gone (scratch cleaned), damaged or of another config must not refuse the run
+    (it did, before any work: the flag checks read it whatever --output_dir held). One warning says it is unused."""
+    import json
+    import shutil
+
+    from albert_tf import AlbertConfig
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    init = scratch / "model.ckpt"
+    random_tf1_checkpoint(AlbertConfig.from_json_file(str(tiny_config_file)), init)
+
+    def command(out, init_checkpoint, *stages):
+        return _from_mnli_flags("MRPC", glue_slices, tiny_config_file, spm_model, out, "--train_step=4",
+                                f"--init_checkpoint={init_checkpoint}", *(stages or ("--do_train", "--nodo_eval")))
+
+    first = tmp_path / "first"
+    assert driver_cases("run_classifier", {"first": command(first, init)})["first"]["code"] == 0
+    assert _checkpoint_steps(first) == [1, 2, 3, 4]
+    damaged = scratch / "damaged" / "model.ckpt"
+    damaged.parent.mkdir()
+    (scratch / "damaged" / "model.ckpt.index").write_bytes(b"")
+    misfit, _ = misfit_init_checkpoints(json.loads(tiny_config_file.read_text()), scratch / "misfit",
+                                        tiny_config_file)["larger"]
+    inits = {"gone": scratch / "gone" / "model.ckpt", "damaged": damaged, "other config": misfit}
+    kept = {}
+    for name in inits:  # killed after step 2's save: steps 3 and 4 never written
+        shutil.copytree(first, tmp_path / name)
+        for path in (tmp_path / name).glob("model.ckpt-[34].*"):
+            path.unlink()
+        kept[name] = {p.name: p.read_bytes() for p in (tmp_path / name).glob("model.ckpt-[12].*")}
+    cases = {name: command(tmp_path / name, inits[name]) for name in inits}
+    # run_glue.sh's second run: evaluates and predicts with the run's own checkpoints
+    cases["eval and predict"] = command(first, inits["other config"], "--nodo_train", "--do_eval", "--do_predict")
+    results = driver_cases("run_classifier", cases)
+    for name in inits:
+        out = tmp_path / name
+        assert results[name]["code"] == 0, (name, results[name])
+        assert _checkpoint_steps(out) == [1, 2, 3, 4], name
+        assert {p: (out / p).read_bytes() for p in kept[name]} == kept[name], name  # resumed, not started over
+        about_init = [w for w in results[name]["warnings"] if str(inits[name]) in w]
+        assert len(about_init) == 1, (name, results[name]["warnings"])
+        assert "not used" in about_init[0] and str(out / "model.ckpt-2") in about_init[0], (name, about_init)
+    assert results["eval and predict"]["code"] == 0, results["eval and predict"]
+    about_init = [w for w in results["eval and predict"]["warnings"] if str(inits["other config"]) in w]
+    assert len(about_init) == 1 and "is not used" in about_init[0], results["eval and predict"]["warnings"]
+    assert len(eval_blocks(first / "eval_results.txt")) == 4
+    assert (first / "test_results.tsv").exists()
+
+
+def test_evaluating_or_predicting_with_an_init_checkpoint_of_another_head_is_refused(glue_slices, tiny_config_file,
+                                                                                    spm_model, tmp_path,
+                                                                                    driver_errors,
+                                                                                    random_tf1_checkpoint):
+    """Without --do_train, --init_checkpoint is the model that scores: an MNLI one (3 labels) cannot score MRPC
+    (2), nothing was trained. Its head does not start fresh (that is for training): one line names the flag and
+    the head."""
+    from albert_tf import AlbertConfig
+
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    mnli = tmp_path / "mnli" / "model.ckpt-best"
+    mnli.parent.mkdir()
+    random_tf1_checkpoint(config, mnli, extra={"output_weights": np.full([3, config.hidden_size], 0.1, np.float32),
+                                               "output_bias": np.zeros([3], np.float32)})
+    base = [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}", f"--spm_model_file={spm_model}",
+            "--max_seq_length=32", "--task_name=MRPC", f"--init_checkpoint={mnli}"]
+    cases = {"eval only": [*base, f"--output_dir={tmp_path / 'eval'}", "--do_eval"],
+             "predict only": [*base, f"--output_dir={tmp_path / 'predict'}", "--do_predict"]}
+    results = driver_errors(cases)
+    for name in cases:
+        assert results[name]["code"] == 1, (name, results[name])
+        stderr = results[name]["stderr"]
+        assert len(stderr.splitlines()) == 1 and stderr.startswith("run_classifier.py: error: "), (name, stderr)
+        assert "--init_checkpoint" in stderr and str(mnli) in stderr, (name, stderr)
+        assert "head has 3 labels, this task (mrpc) 2" in stderr and "nothing was trained" in stderr, (name, stderr)
+        assert not (tmp_path / name.split()[0]).exists(), name  # before any work (the features were cached)
+        assert not any("starts fresh" in w for w in results[name]["warnings"]), name
+    # A pretrained checkpoint has no head at all: one line too, before any work
+    pretrained = tmp_path / "pretrained" / "model.ckpt"
+    pretrained.parent.mkdir()
+    random_tf1_checkpoint(config, pretrained)
+    result = driver_errors({"pretrained": [*base[:-1], f"--init_checkpoint={pretrained}",
+                                           f"--output_dir={tmp_path / 'scored'}", "--do_predict"]})["pretrained"]
+    assert result["code"] == 1 and not (tmp_path / "scored").exists(), result
+    assert result["stderr"] == (f"run_classifier.py: error: --init_checkpoint: checkpoint {pretrained} does not fit "
+                                f"the model (2 variables): output_weights: expected shape [2, {config.hidden_size}], "
+                                f"missing; the checkpoint has no head for this task (a "
+                                f"pretrained checkpoint has none): train first (--do_train), or give a fine-tuned "
+                                f"checkpoint ...\n"), result["stderr"]
+
+
+_FIT_CHECK_MEMORY = r"""
+import json, resource, sys
+from absl import flags
+from albert_tf.drivers import run_classifier  # noqa: F401  (its flags)
+from albert_tf.config import AlbertConfig
+from albert_tf.drivers.finetuning import check_weights_fit
+init, config_file, out = sys.argv[1:]
+flags.FLAGS(["run_classifier.py", f"--init_checkpoint={init}", f"--albert_config_file={config_file}",
+             f"--output_dir={out}", "--do_train"])
+config = AlbertConfig.from_json_file(config_file)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    check_weights_fit(flags.FLAGS, config)
+    error = None
+except ValueError as e:
+    error = str(e)
+print(json.dumps({"grew_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, "error": error}))
+"""
+
+
+def test_the_fit_check_allocates_no_weights(tmp_path, tiny_config_file, random_tf1_checkpoint, tf1_shapes):
+    """check_weights_fit compares the checkpoint's index with the model's variable names and shapes: it made an
+    eager AlbertModel for them, every weight allocated and initialised (0.9 GB for ALBERT xxlarge) to be thrown
+    away. Checked on xxlarge's config against a tiny checkpoint: the same refusal, and the process's peak memory
+    grows by less than half the weights' bytes."""
+    import json
+
+    from albert_tf import AlbertConfig
+
+    xxlarge = {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
+               "num_attention_heads": 64, "intermediate_size": 16384, "max_position_embeddings": 512,
+               "type_vocab_size": 2}
+    (tmp_path / "xxlarge.json").write_text(json.dumps(xxlarge))
+    tiny = AlbertConfig.from_json_file(str(tiny_config_file))
+    random_tf1_checkpoint(tiny, tmp_path / "model.ckpt")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _FIT_CHECK_MEMORY, str(tmp_path / "model.ckpt"),
+                           str(tmp_path / "xxlarge.json"), str(tmp_path / "out")], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    word = "bert/embeddings/word_embeddings"
+    expected, found = tf1_shapes(AlbertConfig(**xxlarge))[word], tf1_shapes(tiny)[word]
+    assert result["error"].startswith(f"--init_checkpoint: checkpoint {tmp_path / 'model.ckpt'} does not fit the "
+                                      f"model (25 variables): {word}: expected shape {expected}, found shape "
+                                      f"{found}"), result["error"]
+    weights_kb = sum(int(np.prod(s)) for n, s in tf1_shapes(AlbertConfig(**xxlarge)).items()
+                     if n.startswith("bert/")) * 4 / 1024
+    assert weights_kb > 800_000  # the encoder's float32 weights: 0.9 GB
+    assert result["grew_kb"] < weights_kb / 2, (result["grew_kb"], weights_kb)
+    assert "never used" not in proc.stderr  # a graph's unused assert op would be logged as an error

@@ -419,3 +419,41 @@ def test_bad_data_in_any_needed_split_is_one_line_before_any_work(setup, tmp_pat
         assert results[name]["code"] == 1, (name, results[name])
         assert results[name]["stderr"] == f"run_race.py: error: {expected[name]}\n", name
         assert not (tmp_path / name / "out").exists(), (name, sorted(os.listdir(tmp_path / name / "out")))
+
+
+def test_resuming_needs_no_init_checkpoint(setup, tmp_path, driver_cases, random_tf1_checkpoint,
+                                           misfit_init_checkpoints):
+    """run_race shares the drivers' weights checks: re-running an interrupted run's command resumes from its own
+    checkpoints though --init_checkpoint is gone or of another config (it was refused), warning once."""
+    import re
+    import shutil
+
+    from albert_tf import AlbertConfig
+
+    data = _write_visible_answer_set(tmp_path / "data")
+    init = tmp_path / "scratch" / "model.ckpt"
+    init.parent.mkdir()
+    random_tf1_checkpoint(AlbertConfig(**CONFIG), init)
+
+    def command(out, init_checkpoint):
+        args = _flags(setup, out, "--nodo_eval", "--train_step=4", "--warmup_step=0", "--train_batch_size=8",
+                      "--save_checkpoints_steps=1", f"--init_checkpoint={init_checkpoint}")
+        args[0] = f"--data_dir={data}"
+        return args
+
+    first = tmp_path / "first"
+    assert driver_cases("run_race", {"first": command(first, init)})["first"]["code"] == 0
+    inits = {"gone": tmp_path / "scratch" / "gone" / "model.ckpt",
+             "other config": misfit_init_checkpoints(CONFIG, tmp_path / "weights", setup["config"])["larger"][0]}
+    for name in inits:  # killed after step 2's save
+        shutil.copytree(first, tmp_path / name)
+        for path in (tmp_path / name).glob("model.ckpt-[34].*"):
+            path.unlink()
+    results = driver_cases("run_race", {name: command(tmp_path / name, inits[name]) for name in inits})
+    for name in inits:
+        assert results[name]["code"] == 0, (name, results[name])
+        steps = sorted(int(m.group(1)) for p in (tmp_path / name).iterdir()
+                       if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", p.name)))
+        assert steps == [1, 2, 3, 4], name
+        about_init = [w for w in results[name]["warnings"] if str(inits[name]) in w]
+        assert len(about_init) == 1 and "is not used" in about_init[0], (name, results[name]["warnings"])
