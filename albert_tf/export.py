@@ -101,8 +101,8 @@ def is_hub_export(path: str) -> bool:
 
 def check_export_path(export_path: str) -> None:
     """Refuses (one line) an ``--export_path`` whose contents an export would destroy: a file, or a
-    folder holding anything but an earlier export of ours, or a place this user cannot write. Called
-    before any work."""
+    folder holding anything but an earlier export of ours, or a place this user cannot write, or a mount
+    point (which cannot be renamed aside). Called before any work."""
     if not is_remote(export_path):
         _check_writable(export_path)
     if not tf.io.gfile.exists(export_path):
@@ -130,6 +130,12 @@ def _check_writable(export_path: str) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"--export_path={export_path}: cannot write in {folder}; expected a folder this user can "
                          f"write in (the export is written beside --export_path, then renamed into place)")
+    # A mount point cannot be renamed aside (EBUSY): that failed after the export was built, in the OS's words.
+    # Writing into it instead would replace its contents one entry at a time, not at once.
+    if os.path.ismount(os.path.realpath(export_path)):
+        raise ValueError(f"--export_path={export_path} is a mount point, which the export cannot replace (it is "
+                         f"written beside --export_path, then renamed into place): pass a folder inside it, "
+                         f"e.g. --export_path={os.path.join(export_path, 'albert')}")
 
 
 def _export_remotely(module: tf.Module, export_path: str, staged: str, config_dir: str) -> None:
@@ -325,9 +331,13 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
             tf.saved_model.save(module, tmp, signatures=module.signatures())
             give_umask_modes(tmp)
             check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
-            if os.path.exists(export_path):  # keep the previous export until the new one is in place
-                os.replace(export_path, old)
-            os.replace(tmp, export_path)
+            try:
+                if os.path.exists(export_path):  # keep the previous export until the new one is in place
+                    os.replace(export_path, old)
+                os.replace(tmp, export_path)
+            except OSError as e:  # what check_export_path could not foresee (EBUSY, EXDEV, EPERM): one line
+                raise ValueError(f"--export_path={given}: cannot rename the new export into place ({e.strerror}); "
+                                 f"nothing there was changed: pass a new folder, or one inside it") from e
     finally:
         if not os.path.exists(export_path) and os.path.exists(old):
             os.replace(old, export_path)  # interrupted between the renames: the previous export goes back

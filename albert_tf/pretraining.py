@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.data import tfrecord
 from albert_tf.fileio import TMP_MARK, is_remote
 from albert_tf.pretraining_data import features as pretraining_features
 from albert_tf.pretraining_data.config import LOCK_SUFFIX, PART_SUFFIX, SUMMARY_SUFFIX
@@ -332,7 +333,14 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
         try:
             first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
         except tf.errors.OpError as e:  # damaged, not a TFRecord, a folder, no permission
+            found = damaged_file(path, check_data=False) if faults.is_framing_error(e) else None
+            if found and found.startswith("truncated"):  # (a first header that does not match: no TFRecord)
+                return found
             return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
+        # A file cut short: TensorFlow read one cut inside a record header as a shorter whole file, silently, and
+        # one cut inside the data failed at that record with its own words. Only the tail is read (unless cut).
+        if tfrecord.cut_short(path):
+            return damaged_file(path, check_data=False) or f"truncated: it ends inside a record; {REMAKE}"
         # An empty file has no record to check (every file empty is refused where the data is read).
         return record_problem(first[0], max_seq_length, max_predictions_per_seq) if first else None
 
@@ -340,6 +348,19 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
         for path, found in zip(files, pool.map(problem, files)):
             if found:
                 raise ValueError(f"--input_file: {path}: {found}")
+
+
+# What to do about a truncated or damaged pretraining file.
+REMAKE = "copy it again, or make it again with create_pretraining_data.py"
+
+
+def damaged_file(path: str, check_data: bool = True) -> str | None:
+    """Where a TFRecord file's framing is wrong and what to do, in words (`tfrecord.framing_problem`: streams the
+    file once); None when every record is whole."""
+    where = tfrecord.framing_problem(path, check_data)
+    if where is None:
+        return None
+    return f"{'truncated' if where.startswith('it ends') else 'damaged'}: {where}; {REMAKE}"
 
 
 # How long a failed run may spend reading its data again to name the damaged file (a pretraining corpus
@@ -380,10 +401,12 @@ def locate_unreadable_file(files: list[str], error: BaseException, max_seq_lengt
             if not faults.is_data_error(e):
                 raise
             found = faults.op_error_reason(e)
+            if faults.is_framing_error(e):  # where in the file, in words, and what to do
+                return f"{path}: {damaged_file(path) or found}"
             # A record of other lengths: which lengths (TensorFlow names only the first feature it missed).
             for record in (records if isinstance(e, tf.errors.InvalidArgumentError) else ()):
                 found = record_problem(record, max_seq_length, max_predictions_per_seq) or found
                 if found != faults.op_error_reason(e):
                     break
             return f"{path}: {found}"
-    return reason
+    return f"{reason}: a file is truncated or damaged; {REMAKE}" if faults.is_framing_error(error) else reason

@@ -66,6 +66,104 @@ class TFRecordWriter:
         self.close()
 
 
+# ------------------------------------------------------------------ TFRecord framing checks
+HEADER_BYTES, FOOTER_BYTES = 12, 4  # length + its CRC; the data's CRC
+TAIL_BYTES = 1 << 16  # how much of a file's end `cut_short` reads (a pretraining record is a few KB)
+
+
+def _header_length(header: bytes) -> int | None:
+    """The data length a 12-byte record header gives, None when its CRC does not match."""
+    length, crc = struct.unpack("<QI", header)
+    return length if masked_crc32c(header[:8]) == crc else None
+
+
+def cut_short(path: str | os.PathLike, tail_bytes: int = TAIL_BYTES) -> bool:
+    """Whether a TFRecord file ends inside a record (a cut copy or an interrupted write), from its last
+    `tail_bytes` only, so cheap for any corpus: in a whole file a record header (CRC-checked) there gives a
+    record that ends exactly at the file's end. False when it cannot tell (no header in the tail: a last
+    record longer than it) and for an empty file.
+
+    TensorFlow's reader takes a file cut inside a record header for a shorter whole file (the records
+    before are read, silently) and one cut inside the data for an error at that record's offset."""
+    import numpy as np
+
+    from albert_tf.fileio import open_binary
+
+    with open_binary(path) as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        start = max(0, size - tail_bytes)
+        f.seek(start)
+        tail = f.read()
+    if size == 0:
+        return False
+    if len(tail) < HEADER_BYTES + FOOTER_BYTES:
+        return True
+    # Where the record of a header at each offset of the tail would end (its little-endian uint64 length).
+    data = np.frombuffer(tail, np.uint8).astype(np.uint64)
+    count = len(tail) - HEADER_BYTES + 1
+    lengths = sum(data[k:k + count] << np.uint64(8 * k) for k in range(8))
+    plausible = lengths < np.uint64(1 << 40)  # (no overflow below)
+    ends = np.arange(start + HEADER_BYTES + FOOTER_BYTES, start + HEADER_BYTES + FOOTER_BYTES + count,
+                     dtype=np.uint64) + np.where(plausible, lengths, 0)
+
+    def headers(where) -> bool:
+        return any(_header_length(tail[i:i + HEADER_BYTES]) is not None for i in np.flatnonzero(where))
+
+    if headers(plausible & (ends == np.uint64(size))):
+        return False
+    if start == 0:  # the whole file was read: its records do not end where it does
+        return True
+    # A header whose record ends past the file's end, or leaves less than a header after it.
+    return headers(plausible & (ends > np.uint64(size - HEADER_BYTES)))
+
+
+def framing_problem(path: str | os.PathLike, check_data: bool = True) -> str | None:
+    """The first record of a TFRecord file whose framing is wrong, in words naming the record's number (#1 is
+    the first) and byte offset: the file ends inside it, or a CRC does not match (of the length, or with
+    `check_data`, of the data). None when every record is whole. Streams the file once."""
+    from albert_tf.fileio import open_binary
+
+    index, offset = 0, 0
+    with open_binary(path) as raw:
+        f = raw if hasattr(raw, "peek") else _Buffered(raw)
+        while True:
+            header = f.read(HEADER_BYTES)
+            if not header:
+                return None
+            at = f"record #{index + 1} (at byte {offset})"
+            if len(header) < HEADER_BYTES:
+                return f"it ends {len(header)} bytes into the header of {at}, after {index} whole records"
+            length = _header_length(header)
+            if length is None:
+                return f"the header of {at} does not match its CRC"
+            body = f.read(length + FOOTER_BYTES)
+            if len(body) < length + FOOTER_BYTES:
+                return (f"it ends inside {at}, after {index} whole records ({HEADER_BYTES + len(body)} of the "
+                        f"record's {HEADER_BYTES + length + FOOTER_BYTES} bytes are there)")
+            if check_data and masked_crc32c(body[:length]) != struct.unpack("<I", body[length:])[0]:
+                return f"the data of {at} does not match its CRC"
+            index += 1
+            offset += HEADER_BYTES + length + FOOTER_BYTES
+
+
+class _Buffered:
+    """Reads of a GFile (remote files) in full: `read(n)` returns n bytes unless the file ends."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def read(self, n: int) -> bytes:
+        parts, wanted = [], n
+        while wanted:
+            part = self._f.read(wanted)
+            if not part:
+                break
+            parts.append(part)
+            wanted -= len(part)
+        return b"".join(parts)
+
+
 # ------------------------------------------------------------------ protobuf encoding
 def varint(value: int) -> bytes:
     """Protobuf base-128 varint; negative int64 values as their 64-bit two's complement (10 bytes)."""

@@ -31,6 +31,8 @@ from typing import Any, Sequence
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.fileio import is_dir
+
 LETTERS = "ABCD"
 NUM_CHOICES = len(LETTERS)
 LEVELS = ("middle", "high")
@@ -106,7 +108,14 @@ def race_files(data_dir: str | os.PathLike, split: str, high_only: bool = False,
         else:
             logging.info("RACE %s/%s: no %s, reading the %d per-article files in %s", split, level, ALL_FILE,
                          len(names), folder)
-        files.extend((level, _join(folder, n)) for n in names)
+        paths = [_join(folder, n) for n in names]
+        # A folder named like a data file read as no lines here, and failed only when the split's records were
+        # built (for the test split, after the whole training) with the OS's words.
+        for path in paths:
+            if is_dir(path):
+                raise RaceDataError(f"{path} is a folder: expected a RACE data file (one JSON article per line) "
+                                    f"in {folder}; move or rename it")
+        files.extend((level, path) for path in paths)
     return files
 
 

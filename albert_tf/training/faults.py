@@ -106,6 +106,13 @@ def is_data_error(err: BaseException) -> bool:
         _DATA_WORDS.search(getattr(err, "message", None) or str(err)))
 
 
+def is_framing_error(err: BaseException) -> bool:
+    """Whether a read error is TensorFlow's for a TFRecord file cut short or with a CRC that does not match
+    (bytes lost or changed: no setting of the run explains it)."""
+    return isinstance(err, tf.errors.DataLossError) and bool(
+        re.search(r"(corrupted|truncated) record at \d+", getattr(err, "message", None) or str(err)))
+
+
 def op_error_reason(err: BaseException) -> str:
     """An OpError's own words on one line: without 'Graph execution error', the Python stack of the
     node and TensorFlow's node and op names."""

@@ -79,7 +79,8 @@ class Task:
       ``data.make_tfrecord_dataset`` builds such datasets.
     train_data: what the training data is, for errors reading it (``--input_file=...``, a cache's path).
     describe_data_error: optional ``fn(error) -> str``, the words for an error reading or parsing the
-      records (e.g. naming the damaged file, which TensorFlow's words do not); default: TensorFlow's.
+      records (e.g. naming the damaged file, which TensorFlow's words do not); default: TensorFlow's. For a
+      file cut short or whose CRC does not match, its words are all that is said (what to do included).
     train_data_fingerprint: changes when the training files do (0: not tracked); an input position
       saved in other files is not restored (the stream is fast-forwarded instead).
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
@@ -413,9 +414,7 @@ class Trainer:
                         raise
                     raise ValueError(
                         f"reading {self.task.train_data} failed after step {int(self.global_step.numpy())}: "
-                        f"{self._describe_data_error(e)}: a file is damaged, or was written for other settings "
-                        f"(--max_seq_length, --max_predictions_per_seq); "
-                        f"{faults.resume_point(self.policy.last_intact())}") from e
+                        f"{self._data_error_words(e)}; {faults.resume_point(self.policy.last_intact())}") from e
                 first_call = self._first_loop
                 if self._first_loop:
                     self._first_loop = False
@@ -458,9 +457,15 @@ class Trainer:
         raise TrainingInterrupted(message, signal_name)
 
     # ------------------------------------------------------------------ eval
-    def _describe_data_error(self, error: BaseException) -> str:
+    def _data_error_words(self, error: BaseException) -> str:
+        """What a read error says is wrong with the data: the task's words (naming the file) and what may explain
+        it. A file cut short or with a CRC that does not match: the task says what to do, no setting explains it."""
         describe = self.task.describe_data_error
-        return describe(error) if describe is not None else faults.op_error_reason(error)
+        reason = describe(error) if describe is not None else faults.op_error_reason(error)
+        if faults.is_framing_error(error):
+            return reason if describe is not None else f"{reason}: a file is truncated or damaged"
+        return (f"{reason}: a file is damaged, or was written for other settings (--max_seq_length, "
+                f"--max_predictions_per_seq)")
 
     def evaluate(
         self,
@@ -491,9 +496,7 @@ class Trainer:
             if not faults.is_data_error(e):
                 raise
             # One line naming what cannot be read, as in training (it was TensorFlow's op error).
-            raise ValueError(f"reading the eval data failed: {self._describe_data_error(e)}: a file is damaged, "
-                             f"or was written for other settings (--max_seq_length, --max_predictions_per_seq)"
-                             ) from e
+            raise ValueError(f"reading the eval data failed: {self._data_error_words(e)}") from e
         names = list(results)
         results["global_step"] = int(self.global_step.numpy())
         if self.worker.is_chief:

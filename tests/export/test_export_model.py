@@ -407,6 +407,62 @@ def test_a_folder_that_cannot_be_written_is_refused_before_any_work(exported, tm
     assert os.listdir(locked) == ["mine.txt"] and a_file.read_text() == "not a folder"
 
 
+def test_a_mount_point_export_path_is_refused_before_any_work(exported, tmp_path):
+    """A mount point cannot be renamed aside (EBUSY), so the export failed after it was built with
+    "[Errno 16] Device or resource busy"; now one line saying to pass a folder inside it, before the
+    checkpoint is read. No mounting here: os.path.ismount says the target is one."""
+    folder, _, spm = exported
+    target = tmp_path / "volume"
+    target.mkdir()
+    script = (f"import os, sys; ismount = os.path.ismount; "
+              f"os.path.ismount = lambda p: os.fspath(p) == {str(target)!r} or ismount(p); "
+              f"sys.argv = ['export_model.py'] + sys.argv[1:]; "
+              f"from albert_tf.drivers.export_model import run; run()")
+    done = subprocess.run([sys.executable, "-c", script, f"--albert_config_file={folder / 'albert_config.json'}",
+                           f"--checkpoint={tmp_path / 'no_such_checkpoint'}", f"--spm_model_file={spm}",
+                           f"--export_path={target}"], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"export_model.py: error: --export_path={target} is a mount point, which the export cannot replace (it is "
+        f"written beside --export_path, then renamed into place): pass a folder inside it, e.g. "
+        f"--export_path={target / 'albert'}")
+    assert os.listdir(target) == [] and sorted(os.listdir(tmp_path)) == ["volume"]
+
+
+@pytest.mark.parametrize("failing", ["aside", "into place"])
+def test_a_rename_the_os_refuses_is_one_line_and_changes_nothing(exported, tmp_path, monkeypatch, failing):
+    """What check_export_path cannot foresee (a bind mount's EBUSY, EXDEV, a sticky folder's EPERM): the
+    OS's words came out ("[Errno 16] Device or resource busy: ..."); now one line naming --export_path,
+    and the previous export is there as it was, with nothing left beside it."""
+    import errno
+
+    from albert_tf import export
+
+    _, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    first = {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()}
+    replace = os.replace
+
+    def refused(src, dst):
+        if (os.fspath(src) == str(target) if failing == "aside"  # the previous export moved aside
+                else os.fspath(dst) == str(target) and os.fspath(src).endswith("-export")):  # the new one in
+            code = errno.EBUSY if failing == "aside" else errno.EXDEV
+            raise OSError(code, os.strerror(code), os.fspath(src), None, os.fspath(dst))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(ValueError) as err:
+        export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    monkeypatch.undo()
+    reason = os.strerror(errno.EBUSY if failing == "aside" else errno.EXDEV)
+    assert str(err.value) == (f"--export_path={target}: cannot rename the new export into place ({reason}); "
+                              f"nothing there was changed: pass a new folder, or one inside it")
+    assert {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()} == first
+    assert sorted(os.listdir(tmp_path)) == ["hub"]
+
+
 def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
     """Only the top level was checked: a user's assets/labels.txt (or a note in variables/) passed, and
     the re-export moved the folder aside and deleted it, exit 0. Now anything the export did not write,

@@ -19,6 +19,28 @@ def records(make_pretraining_data):
     return make_pretraining_data("damaged_input", TINY, SEQ, PRED)
 
 
+def _record_starts(data):
+    """Each record's byte offset in TFRecord bytes, and the end: read from the framing here (uint64 length,
+    4 bytes of its CRC, the data, 4 bytes of the data's CRC)."""
+    import struct
+
+    starts = [0]
+    while starts[-1] < len(data):
+        starts.append(starts[-1] + 16 + struct.unpack_from("<Q", data, starts[-1])[0])
+    assert starts[-1] == len(data)
+    return starts
+
+
+def _truncated_words(data, end):
+    """What the one line says of `data` cut to `end` bytes (inside a record's data)."""
+    starts = _record_starts(data)
+    whole = sum(stop <= end for stop in starts[1:])
+    at = starts[whole]
+    return (f"truncated: it ends inside record #{whole + 1} (at byte {at}), after {whole} whole records "
+            f"({end - at} of the record's {starts[whole + 1] - at} bytes are there); copy it again, or make it "
+            f"again with create_pretraining_data.py")
+
+
 def _pretrain(config, output_dir, input_file, seq=SEQ):
     done = subprocess.run(
         [sys.executable, str(REPO / "run_pretraining.py"), f"--albert_config_file={config}",
@@ -40,7 +62,7 @@ def test_unreadable_pretraining_data_is_one_line(records, tmp_path):
     copy.write_bytes(path.read_bytes())
     cases = [
         (empty, SEQ, f"every input file is empty (0 bytes), so there are no records to read: {empty}"),
-        (truncated, SEQ, f"reading --input_file={truncated} failed after step 0: {truncated}: truncated record at "),
+        (truncated, SEQ, f"--input_file: {truncated}: {_truncated_words(path.read_bytes(), 3000)}"),
         (copy, 2 * SEQ, f"--input_file: {copy}: its records were made with --max_seq_length={SEQ} but this run "
                         f"has --max_seq_length={2 * SEQ}"),  # other --max_seq_length: before any work
         (path, 2 * SEQ, f"{path} was made with --max_seq_length={SEQ} ({path}.summary.json) but this run has "
@@ -50,7 +72,7 @@ def test_unreadable_pretraining_data_is_one_line(records, tmp_path):
         code, tail = _pretrain(config, tmp_path / f"out_{input_file.stem}_{seq}", input_file, seq)
         assert code == 1 and tail.startswith(f"run_pretraining.py: error: {want}"), (input_file, tail[-2000:])
         assert tail.strip().count("\n") == 0 and "Graph execution" not in tail, tail  # one line
-        assert "no checkpoint was written yet" in tail or input_file in (empty, path, copy)
+        assert not (tmp_path / f"out_{input_file.stem}_{seq}").exists() or input_file == empty
 
 
 def test_records_of_other_lengths_in_a_list_name_the_file_before_any_work(records, tmp_path):
@@ -97,9 +119,9 @@ def _run(config, output_dir, input_file, *flags):
 
 
 def test_a_damaged_file_among_several_is_named_in_training_and_evaluation(records, tmp_path):
-    """TensorFlow's read error names no file ("corrupted record at 2000"): with several files the one line
-    names the damaged one, in training and in evaluation (which printed TensorFlow's op error), and the
-    checkpoints already there are left as they were."""
+    """TensorFlow's read error names no file ("corrupted record at 1940"): with several files the one line
+    names the damaged one and its record, in training and in evaluation (which printed TensorFlow's op error),
+    and the checkpoints already there are left as they were. A truncated file is found before any work."""
     path, config = records
     data = path.read_bytes()
     corrupt = tmp_path / "corrupt.tfrecord"
@@ -110,15 +132,47 @@ def test_a_damaged_file_among_several_is_named_in_training_and_evaluation(record
     code, tail = _run(config, output_dir, path, "--num_train_steps=2", "--save_checkpoints_steps=2")
     assert code == 0, tail
     before = {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()}
-    for bad, words in ((corrupt, "corrupted record at "), (truncated, "truncated record at ")):
-        code, tail = _run(config, output_dir, f"{path},{bad}", "--num_train_steps=400", "--iterations_per_loop=400")
-        assert code == 1 and tail.startswith(
-            f"run_pretraining.py: error: reading --input_file={path},{bad} failed after step 2: {bad}: {words}"), tail
-        assert tail.strip().count("\n") == 0 and tail.strip().endswith(f"a rerun resumes from {output_dir}/model.ckpt-2")
-        code, tail = _run(config, output_dir, f"{bad},{path}", "--do_train=false", "--do_eval", "--max_eval_steps=1000")
-        assert code == 1 and tail.startswith(f"run_pretraining.py: error: reading the eval data failed: {bad}: {words}"), tail
-        assert tail.strip().count("\n") == 0
-        assert {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()} == before
+    starts = _record_starts(data)
+    damaged = sum(stop <= 2000 for stop in starts[1:])  # the record holding byte 2000
+    words = (f"{corrupt}: damaged: the data of record #{damaged + 1} (at byte {starts[damaged]}) does not match its "
+             f"CRC; copy it again, or make it again with create_pretraining_data.py")
+    code, tail = _run(config, output_dir, f"{path},{corrupt}", "--num_train_steps=400", "--iterations_per_loop=400")
+    assert tail == (f"run_pretraining.py: error: reading --input_file={path},{corrupt} failed after step 2: {words}; "
+                    f"a rerun resumes from {output_dir}/model.ckpt-2\n") and code == 1, tail
+    code, tail = _run(config, output_dir, f"{corrupt},{path}", "--do_train=false", "--do_eval", "--max_eval_steps=1000")
+    assert tail == f"run_pretraining.py: error: reading the eval data failed: {words}\n" and code == 1, tail
+    for flags in (["--num_train_steps=400"], ["--do_train=false", "--do_eval"]):
+        code, tail = _run(config, output_dir, f"{path},{truncated}", *flags)
+        assert tail == f"run_pretraining.py: error: --input_file: {truncated}: {_truncated_words(data, 3000)}\n", tail
+        assert code == 1
+    assert {f.name: f.read_bytes() for f in output_dir.iterdir() if f.is_file()} == before
+
+
+@pytest.mark.parametrize("into", [5, 11, 12, 100, -1])
+def test_a_file_cut_inside_a_record_is_one_line_before_any_work(records, tmp_path, into):
+    """A file of create_pretraining_data.py cut in place (its summary beside it) inside record #8's header
+    was read as 7 records, silently (training ended well); cut inside its data it failed at that record
+    with TensorFlow's words ("truncated record at 2713' failed with Read less bytes than requested") and
+    advice about the lengths. Now one line naming the file, the record and its offset, before any work,
+    in training and in evaluation."""
+    path, config = records
+    folder = tmp_path / "data"
+    folder.mkdir()
+    cut = folder / path.name
+    data = path.read_bytes()
+    starts = _record_starts(data)
+    end = starts[7] + into if into >= 0 else len(data) + into
+    cut.write_bytes(data[:end])
+    (folder / f"{path.name}.summary.json").write_text((path.parent / f"{path.name}.summary.json").read_text())
+    whole = sum(stop <= end for stop in starts[1:])
+    at = starts[whole]
+    where = (f"it ends {end - at} bytes into the header of record #{whole + 1} (at byte {at}), after {whole} whole "
+             f"records; copy it again, or make it again with create_pretraining_data.py"
+             if end - at < 12 else _truncated_words(data, end)[len("truncated: "):])
+    for flags in (["--num_train_steps=400"], ["--do_train=false", "--do_eval"]):
+        code, tail = _run(config, tmp_path / "out", cut, *flags)
+        assert (code, tail) == (1, f"run_pretraining.py: error: --input_file: {cut}: truncated: {where}\n"), tail
+        assert not (tmp_path / "out").exists()
 
 
 def test_a_glob_over_the_records_skips_what_the_data_tool_writes_beside_them(records, tmp_path):
@@ -158,8 +212,10 @@ def test_naming_the_damaged_file_stops_at_its_time_limit(records, tmp_path, monk
     truncated.write_bytes(data[:3000])
     error = tf.errors.DataLossError(None, None, "truncated record at 2990")
     files = [str(path), str(truncated)]
-    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED).startswith(f"{truncated}: truncated record")
+    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED) == f"{truncated}: {_truncated_words(data, 3000)}"
     warned = []
     monkeypatch.setattr("absl.logging.warning", lambda *args: warned.append(args[0] % args[1:]))
-    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED, seconds=0.0) == "truncated record at 2990"
+    assert pretraining.locate_unreadable_file(files, error, SEQ, PRED, seconds=0.0) == (
+        "truncated record at 2990: a file is truncated or damaged; copy it again, or make it again with "
+        "create_pretraining_data.py")
     assert warned == ["Stopped looking for the damaged input file after 0 s"]

@@ -1,5 +1,7 @@
 """Reading RACE folders: one example per question, levels and files in order, level
 selection, padding examples, and one clear file:line error per malformed input."""
+import os
+
 import pytest
 
 from albert_tf.race import data
@@ -108,6 +110,21 @@ def test_files_without_questions(race_dir):
     root = race_dir("train", "middle", [""])
     with pytest.raises(RaceDataError, match="holds no questions"):
         data.read_race(root, "train", middle_only=True)
+
+
+@pytest.mark.parametrize("name", ["x.txt", "all.txt"])
+def test_a_folder_named_like_a_data_file_is_refused_when_listed(race_dir, make_record, name):
+    """GFile reads a folder as no lines: it was skipped silently here and failed later, when the split's
+    records were hashed (the test split's after the whole training), with the OS's "Is a directory"."""
+    root = race_dir("test", "high", [make_record()], name="0.txt")
+    folder = os.path.join(root, "RACE", "test", "high")
+    os.mkdir(os.path.join(folder, name))
+    with pytest.raises(RaceDataError) as err:
+        data.race_files(root, "test", high_only=True)
+    assert str(err.value) == (f"{os.path.join(folder, name)} is a folder: expected a RACE data file (one JSON "
+                              f"article per line) in {folder}; move or rename it")
+    with pytest.raises(RaceDataError, match="is a folder"):
+        data.read_race(root, "test", high_only=True)
 
 
 def test_unknown_split(tmp_path):

@@ -402,6 +402,22 @@ BAD_DATA = {
 }
 
 
+def test_a_folder_named_like_a_test_file_is_one_line_before_any_work(setup, tmp_path):
+    """A folder x.txt among the test files stopped the run after the whole training, when the test records
+    were built: "[Errno 21] Is a directory" and a trained --output_dir. Now refused when the files are listed."""
+    data = _write_per_article_set(tmp_path / "data")
+    (data / "RACE" / "test" / "high" / "x.txt").mkdir()
+    out = tmp_path / "out"
+    done = run_race(f"--data_dir={data}", *_flags(setup, out, "--do_predict", "--train_step=2",
+                                                   "--save_checkpoints_steps=2", "--train_batch_size=2")[1:])
+    folder = data / "RACE" / "test" / "high"
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"run_race.py: error: {folder / 'x.txt'} is a folder: expected a RACE data file (one JSON article per "
+        f"line) in {folder}; move or rename it")
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
 def test_bad_data_in_any_needed_split_is_one_line_before_any_work(setup, tmp_path, driver_cases):
     """A malformed test file stopped the run only after the whole training (a dev file after the train
     records were written): each split is now read in full first, and --output_dir is not even made."""
