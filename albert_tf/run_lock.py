@@ -29,7 +29,7 @@ import json
 import os
 import socket
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from absl import logging
 
@@ -174,17 +174,29 @@ def describe(holder: dict) -> str:
 # Lock files this process holds: a driver takes the lock before its first write and the Trainer
 # inside it finds it already held (the outermost block owns it).
 _held: set[str] = set()
+
+
+class JobMessages(NamedTuple):
+    """How a multi-worker job's chief tells its other workers something, and how they wait for its word: the
+    training code's calls of the job's coordination service (``training.distribution.JOB_MESSAGES``), handed to
+    the run's ``output_dir_lock`` by the code that has them, so that lower floors (the feature caches) use them
+    without importing the training code."""
+    tell: Callable[[str, str], None]  # the chief: (key, value); a key told before keeps its first value
+    chiefs_word: Callable[[str], str]  # another worker: the chief's value for a key, waiting for it
+
+
 # The outermost output_dir_lock block of this process (the run): its ExitStack releases the file locks the
-# run took (file_lock_for_run) when the run ends, and the job's worker count and this worker's index.
-_runs: list[tuple[contextlib.ExitStack, int, int]] = []
+# run took (file_lock_for_run) when the run ends; the job's worker count, this worker's index, its messages.
+_runs: list[tuple[contextlib.ExitStack, int, int, JobMessages | None]] = []
 
 
 @contextlib.contextmanager
 def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0,
-                    take_over: bool = False) -> Iterator[str]:
+                    take_over: bool = False, messages: JobMessages | None = None) -> Iterator[str]:
     """Holds ``output_dir``'s run lock (creating the folder) for the block; nested blocks of this process
     share it. A folder this block created that is still empty at the end is removed again (a refused or
-    failed run leaves nothing behind). Yields the lock file's path."""
+    failed run leaves nothing behind). Yields the lock file's path. ``messages``: a multi-worker job's
+    (``job_messages``), for what its workers share during the run (its feature caches)."""
     import tensorflow as tf
 
     output_dir = absolute(output_dir)  # one key for one folder, however it was named
@@ -197,7 +209,7 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
     try:
         with RunLock(path, take_over=take_over), contextlib.ExitStack() as run_files:
             _held.add(path)
-            _runs.append((run_files, num_workers, worker_index))
+            _runs.append((run_files, num_workers, worker_index, messages))
             try:
                 yield path
             finally:
@@ -219,7 +231,12 @@ def at_run_end(callback: Callable[[], None]) -> bool:
 
 def current_worker() -> tuple[int, int]:
     """(the job's worker count, this worker's index) of this process's run; (1, 0) outside a run."""
-    return _runs[0][1:] if _runs else (1, 0)
+    return _runs[0][1:3] if _runs else (1, 0)
+
+
+def job_messages() -> JobMessages | None:
+    """The ``JobMessages`` this process's run was given; None outside a run or without them."""
+    return _runs[0][3] if _runs else None
 
 
 def file_lock_path(path: str) -> str:

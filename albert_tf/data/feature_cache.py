@@ -33,8 +33,8 @@ from absl import logging
 from albert_tf.data.records import RecordSchema
 from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
 from albert_tf.errors import RunError
-from albert_tf.run_lock import (RunLockedError, at_run_end, current_worker, file_lock_for_run, file_lock_path,
-                                   live_holder)
+from albert_tf.run_lock import (JobMessages, RunLockedError, at_run_end, current_worker, file_lock_for_run,
+                                   file_lock_path, job_messages, live_holder)
 
 # build(write) writes serialized records through `write` and returns what to keep in the side file.
 Builder = Callable[[Callable[[bytes], None]], Mapping[str, Any]]
@@ -169,10 +169,11 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
     # A multi-worker job's workers: each taking a lock of its own let them build the same file at once, and
     # another job's worker build its records over a cache a run held. Now the chief alone looks, builds and
     # locks (keeping other jobs out), and the other workers read what it says is there.
-    num_workers, worker_index = current_worker()
-    if num_workers > 1 and worker_index == 0:
-        return _telling_the_workers(f"the feature cache {record_file}", obtain)
-    if num_workers > 1 and (side := _the_chiefs(record_file, side_file, key)) is not None:
+    # (A run without the job's messages is taken as alone: another worker then finds the chief's lock, one line.)
+    (num_workers, worker_index), messages = current_worker(), job_messages()
+    if num_workers > 1 and messages and worker_index == 0:
+        return _telling_the_workers(messages, f"the feature cache {record_file}", obtain)
+    if num_workers > 1 and messages and (side := _the_chiefs(messages, record_file, side_file, key)) is not None:
         return CachedSplit(record_file, side_file, schema, dict(sizes), side, reused=True)
     return obtain()  # alone, or another worker on a filesystem of its own: its own copy, under its own lock
 
@@ -180,25 +181,21 @@ def cached_records(record_file: str, schema: RecordSchema, settings: Mapping[str
 _READY = "ready"  # what a multi-worker job's chief tells the others once its cache is there (else why not)
 
 
-def _telling_the_workers(about: str, obtain: Callable[[], CachedSplit]) -> CachedSplit:
+def _telling_the_workers(messages: JobMessages, about: str, obtain: Callable[[], CachedSplit]) -> CachedSplit:
     """The chief: ``obtain()``, then tells the other workers it is ready, or why not (its refusal's one line)."""
-    from albert_tf.training.distribution import tell_workers
-
     try:
         cached = obtain()
     except Exception as e:
-        tell_workers(about, " ".join(str(e).split()) or type(e).__name__)
+        messages.tell(about, " ".join(str(e).split()) or type(e).__name__)
         raise
-    tell_workers(about, _READY)
+    messages.tell(about, _READY)
     return cached
 
 
-def _the_chiefs(record_file: str, side_file: str, key: str) -> dict | None:
+def _the_chiefs(messages: JobMessages, record_file: str, side_file: str, key: str) -> dict | None:
     """Another worker: the side file of the chief's cache once it says it is ready (raises what stopped it);
     None when this worker sees other files at the path (its filesystem is not the chief's: another machine)."""
-    from albert_tf.training.distribution import chiefs_word
-
-    word = chiefs_word(f"the feature cache {record_file}")
+    word = messages.chiefs_word(f"the feature cache {record_file}")
     if word != _READY:
         raise RunError(f"the multi-worker job's chief stopped: {word}")
     return _load_side_file(side_file, key, record_file)

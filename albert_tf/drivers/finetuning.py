@@ -312,7 +312,7 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
     from albert_tf.finetuning import run
     from albert_tf.training import strategy_from_flags
     from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
-    from albert_tf.training.distribution import ending_together, worker_info
+    from albert_tf.training.distribution import JOB_MESSAGES, ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
 
     require_flags(f, "output_dir")
@@ -322,7 +322,7 @@ def run_and_report(task_and_job_from_flags: Callable[[], tuple], f: flags.FlagVa
     worker = worker_info(strategy)
     with ending_together(strategy):  # the other workers wait while the chief evaluates, predicts, exports
         with output_dir_lock(absolute(f.output_dir), worker.num_workers, worker.worker_index,
-                             f.take_over_run_lock):
+                             f.take_over_run_lock, JOB_MESSAGES):
             task, job = task_and_job_from_flags()
             produced = run(task, job, strategy)
         if produced:  # other workers than the chief produce nothing

@@ -36,7 +36,7 @@ from albert_tf.modeling.encoder import AlbertModel
 from albert_tf.training.checkpoint_evaluation import BEST_TRIAL_FILENAME, BestCheckpointKeeper, CheckpointEvaluator
 from albert_tf.training.checkpoint_policy import (checkpoint_candidates, newest_intact_weights,
                                                   refuse_resuming_the_original)
-from albert_tf.training.distribution import one_hot_embeddings, worker_info
+from albert_tf.training.distribution import JOB_MESSAGES, one_hot_embeddings, worker_info
 from albert_tf.training.evaluation import BatchRunner, gather_real_examples
 from albert_tf.training.loop import TrainConfig
 from albert_tf.training.results import EVAL_RESULTS_FILE, format_inline
@@ -293,7 +293,7 @@ class _Runner:
         worker = worker_info(self.strategy)
         take_over = job.train is not None and job.train.take_over_run_lock
         # The lock before the first write (labels.txt, cached features): a refused run writes nothing.
-        with output_dir_lock(job.output_dir, worker.num_workers, worker.worker_index, take_over):
+        with output_dir_lock(job.output_dir, worker.num_workers, worker.worker_index, take_over, JOB_MESSAGES):
             return self._run_stages()
 
     def check_scoring_weights(self, model) -> None:

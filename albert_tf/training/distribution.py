@@ -30,6 +30,7 @@ from absl import logging
 from tensorflow.python.eager import context
 
 from albert_tf.keras import keras
+from albert_tf.run_lock import JobMessages
 from albert_tf.training.faults import WorkerLostError, op_error_reason
 from albert_tf.training.signals import TrainingInterrupted
 
@@ -261,6 +262,10 @@ def chiefs_word(key: str) -> str:
         raise WorkerLostError(f"the chief (/job:{chief.replace('/', '/task:')}) of the multi-worker job stopped "
                               f"before {key} was ready ({failed}); its log says why")
     return context.context().get_config_key_value(_CHIEF_KEY + key)
+
+
+# What a multi-worker run hands its output_dir_lock (the feature caches' chief and other workers use them).
+JOB_MESSAGES = JobMessages(tell_workers, chiefs_word)
 
 
 def _tasks(resolver) -> tuple[str, dict[str, str]]:

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf.data.feature_cache import cached_records
 from albert_tf.data.records import RecordSchema
-from albert_tf.run_lock import output_dir_lock
+from albert_tf.run_lock import JobMessages, output_dir_lock
 from albert_tf.training.distribution import make_tf_config
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ from albert_tf.data.feature_cache import cached_records
 from albert_tf.data.records import RecordSchema
 from albert_tf.errors import RunError
 from albert_tf.run_lock import output_dir_lock
-from albert_tf.training.distribution import ending_together, worker_info
+from albert_tf.training.distribution import JOB_MESSAGES, ending_together, worker_info
 
 SCHEMA = RecordSchema("toy", 1, (("x", "int64", None),))
 path, data, out = sys.argv[1:4]
@@ -46,7 +46,8 @@ def build(write):
 if data == "chief stops first" and worker.is_chief:  # say a bad flag: it never reaches the cache
     sys.exit(4)
 try:
-    with ending_together(strategy), output_dir_lock(out, worker.num_workers, worker.worker_index):
+    with ending_together(strategy), output_dir_lock(out, worker.num_workers, worker.worker_index,
+                                                    messages=JOB_MESSAGES):
         print("reused" if cached_records(path, SCHEMA, {"data": data}, build).reused else "built", flush=True)
 except RunError as e:
     print(e, flush=True)
@@ -122,14 +123,12 @@ def test_a_worker_whose_chief_stops_before_the_cache_does_not_wait_for_it(tmp_pa
     assert not (tmp_path / "shared" / "c.tf_record").exists()
 
 
-def test_another_worker_builds_its_own_copy_when_the_chiefs_is_not_on_its_filesystem(tmp_path, monkeypatch):
+def test_another_worker_builds_its_own_copy_when_the_chiefs_is_not_on_its_filesystem(tmp_path):
     """Workers on other machines, each with its own disk at the cache's path (no shared filesystem): the chief
     says its cache is ready, but this worker sees none, so it builds its own under its own lock, as a run alone.
     Where the chief's records are (a shared filesystem) it reads them, building and locking nothing."""
-    from albert_tf.training import distribution
-
     said = []
-    monkeypatch.setattr(distribution, "chiefs_word", lambda about: said.append(about) or "ready")
+    messages = JobMessages(tell=None, chiefs_word=lambda about: said.append(about) or "ready")  # the chief's word
     path, calls = str(tmp_path / "c.tf_record"), []
 
     def build(write):
@@ -138,11 +137,11 @@ def test_another_worker_builds_its_own_copy_when_the_chiefs_is_not_on_its_filesy
             write(SCHEMA.serialize({"x": v}))
         return {}
 
-    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1):
+    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1, messages=messages):
         own = cached_records(path, SCHEMA, {"data": "a"}, build)
         assert not own.reused and calls == [1] and _read(path) == [1, 2, 3]
         assert os.path.exists(path + ".lock")  # held until this worker's run ends
     assert said == [f"the feature cache {path}"] and not os.path.exists(path + ".lock")
-    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1):
+    with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1, messages=messages):
         assert cached_records(path, SCHEMA, {"data": "a"}, build).reused and calls == [1]
         assert not os.path.exists(path + ".lock")  # the chief's lock guards them
