@@ -307,7 +307,7 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
         for name, expected, found in problems:
             found_text = "missing" if found is None else f"found shape {list(found)}"
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
-                         f"{name_table.mismatch_hint(name, expected, found)}")
+                         f"{name_table.mismatch_hint(name, expected, found, prefix)}")
         raise CheckpointError("\n".join(lines))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
