@@ -194,18 +194,16 @@ _runs: list[tuple[contextlib.ExitStack, int, int, JobMessages | None]] = []
 def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0,
                     take_over: bool = False, messages: JobMessages | None = None) -> Iterator[str]:
     """Holds ``output_dir``'s run lock (creating the folder) for the block; nested blocks of this process
-    share it. A folder this block created that is still empty at the end is removed again (a refused or
-    failed run leaves nothing behind). Yields the lock file's path. ``messages``: a multi-worker job's
-    (``job_messages``), for what its workers share during the run (its feature caches)."""
-    import tensorflow as tf
-
+    share it. A folder this run (in a multi-worker job: this job) created that is still empty at the end is
+    removed again (a refused or failed run leaves nothing behind): by the job's last worker to release its lock
+    (``_made_by_this_job``). Yields the lock file's path. ``messages``: a multi-worker job's (``job_messages``),
+    for what its workers share (whether the job made ``output_dir``, its feature caches)."""
     output_dir = absolute(output_dir)  # one key for one folder, however it was named
     path = lock_path(output_dir, num_workers, worker_index)
     if path in _held:
         yield path
         return
-    created = not tf.io.gfile.exists(output_dir)
-    make_folders(output_dir)
+    created = _made_by_this_job(output_dir, num_workers, worker_index, messages)
     try:
         with RunLock(path, take_over=take_over), contextlib.ExitStack() as run_files:
             _held.add(path)
@@ -216,8 +214,46 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
                 _runs.pop()  # then run_files releases the file locks the run took
                 _held.discard(path)
     finally:
-        if created and not is_remote(output_dir) and os.path.isdir(output_dir) and not os.listdir(output_dir):
-            os.rmdir(output_dir)
+        if created and not is_remote(output_dir):
+            with contextlib.suppress(OSError):  # not empty (another worker's lock, the run's files) or gone
+                os.rmdir(output_dir)
+
+
+def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int, messages: JobMessages | None) -> bool:
+    """Makes ``output_dir`` if missing; whether this job made it (then it is removed again if empty at the end).
+
+    The rule for a multi-worker job: the last worker to release its lock removes the folder if the job made it
+    and it is empty (each worker's lock file keeps it from being empty until then). So every worker must know
+    whether the job made it, not only whether it did: the chief looks and makes it, and tells the other workers,
+    which make theirs only after its word (on a filesystem of their own, they also count their own making).
+    Without the job's ``messages`` each worker counts only its own making (an empty folder may stay)."""
+    import tensorflow as tf
+
+    if num_workers <= 1 or messages is None:
+        made = not tf.io.gfile.exists(output_dir)
+        make_folders(output_dir)
+        return made
+    global _words_on_output_dir
+    # The key names no path: each worker may name the shared folder its own way (its own mount point), and a
+    # worker waiting for a key its chief never tells would hang the job. The count: the workers run the same.
+    _words_on_output_dir += 1
+    about = f"whether the job made --output_dir (multi-worker run {_words_on_output_dir} of this process)"
+    if worker_index == 0:
+        made = not tf.io.gfile.exists(output_dir)
+        make_folders(output_dir)
+        messages.tell(about, _MADE if made else _FOUND)
+        return made
+    try:
+        chief_made = messages.chiefs_word(about) == _MADE
+    except RunError:  # the chief stopped before its lock (WorkerLostError): this worker's run ends on its own
+        chief_made = False
+    made = chief_made or not tf.io.gfile.exists(output_dir)
+    make_folders(output_dir)
+    return made
+
+
+_MADE, _FOUND = "made", "found"  # the chief's word on --output_dir to the other workers of a multi-worker job
+_words_on_output_dir = 0  # the multi-worker runs (outermost output_dir_lock blocks) of this process
 
 
 def at_run_end(callback: Callable[[], None]) -> bool:

@@ -109,6 +109,13 @@ def stage_flag_problems(f: flags.FlagValues) -> list[str]:
     return problems
 
 
+def weights_flag(f: flags.FlagValues) -> str:
+    """The name of the flag that gives the weights a run starts from, as ``init_checkpoint_from_flags`` picks
+    them: ``init_checkpoint`` when given, else ``albert_hub_module_handle`` (the one place that decides it: each
+    line about those weights names the flag the user gave)."""
+    return "albert_hub_module_handle" if f.albert_hub_module_handle and not f.init_checkpoint else "init_checkpoint"
+
+
 def unused_weights_flag(f: flags.FlagValues) -> str | None:
     """Why ``--init_checkpoint`` (or ``--albert_hub_module_handle``) is not used by this run, as a warning line;
     None when it is the weights a stage starts from, or when none is given.
@@ -122,7 +129,7 @@ def unused_weights_flag(f: flags.FlagValues) -> str | None:
     from albert_tf.fileio import absolute
     from albert_tf.finetuning.runner import own_weights_ahead_of_init
 
-    flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
+    flag = weights_flag(f)
     if not f[flag].value or not f.output_dir:
         return None
     predicts_or_exports = bool(f.do_predict or ("export_dir" in f and f.export_dir))
@@ -211,7 +218,7 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     path = init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
     if not path:
         return
-    flag = "init_checkpoint" if f.init_checkpoint else "albert_hub_module_handle"
+    flag = weights_flag(f)
     try:
         if is_hf_checkpoint(path):  # a Hugging Face folder has no index to check: its tensors are read (into
             # an encoder built by the check, outside any strategy's scope: it is thrown away)
@@ -274,6 +281,7 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         # Unused weights as given (the runner reads them only when the run has no checkpoint of its own)
         init_checkpoint=(f.init_checkpoint or f.albert_hub_module_handle or None) if unused_weights_flag(f)
         else init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle),
+        init_flag=f"--{weights_flag(f)}",
         train=train,
         optimizer_fn=lambda: create_optimizer(f.learning_rate, num_train_steps, warmup_steps, f.optimizer),
         eval_batch_size=eval_batch_size,

@@ -91,7 +91,7 @@ def main(argv) -> int:
     from albert_tf.vocab_check import check_pretraining_data
     from albert_tf.pretraining import check_first_records, pretraining_files
     from albert_tf.fileio import absolute
-    from albert_tf.training.distribution import ending_together, worker_info
+    from albert_tf.training.distribution import JOB_MESSAGES, ending_together, worker_info
     from albert_tf.run_lock import output_dir_lock
     from albert_tf.training.checkpoint_policy import refuse_resuming_the_original
 
@@ -111,7 +111,7 @@ def main(argv) -> int:
     worker = worker_info(strategy)
     # The run lock before the first write (the evaluation of checkpoints left by an earlier run).
     with ending_together(strategy), output_dir_lock(absolute(FLAGS.output_dir), worker.num_workers,
-                                                    worker.worker_index, FLAGS.take_over_run_lock):
+                                                    worker.worker_index, FLAGS.take_over_run_lock, JOB_MESSAGES):
         _train_and_evaluate(config, strategy)
     return 0
 

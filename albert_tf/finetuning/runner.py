@@ -62,6 +62,7 @@ class FineTuningJob:
     do_predict: bool = False
     export_dir: str | None = None
     init_checkpoint: str | None = None
+    init_flag: str = "--init_checkpoint"  # the flag that gave init_checkpoint (drivers.finetuning.weights_flag)
     train: TrainConfig | None = None
     optimizer_fn: Callable | None = None
     eval_batch_size: int = 8
@@ -229,7 +230,7 @@ class _Runner:
             loss_fn=self.task.loss,
             train_dataset_fn=datasets.train_dataset_fn(train.cached, config.train_batch_size, config.seed,
                                                        self.task.shuffle_buffer, self.lengths, job.group_by_length),
-            init_fn=fine_tuning_init(job.init_checkpoint),
+            init_fn=fine_tuning_init(job.init_checkpoint, job.init_flag),
             train_data=f"the feature cache {train.cached.record_file} (move it away and it is built again)",
         )
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)
@@ -305,18 +306,17 @@ class _Runner:
             return  # a Hugging Face folder has no index to check: loading it names what does not fit
         if own_weights_ahead_of_init(job.output_dir, False, bool(job.do_predict or job.export_dir)):
             return
-        path = job.init_checkpoint
+        path, flag = job.init_checkpoint, job.init_flag
         try:
             other = check_fits(model, path, other_heads_allowed=True)
         except CheckpointError as e:
             line = first_lines(e)
-            raise CheckpointError(f"--init_checkpoint: {line}" if path in line else f"--init_checkpoint={path}: {line}"
-                                  ) from None
+            raise CheckpointError(f"{flag}: {line}" if path in line else f"{flag}={path}: {line}") from None
         if other:
             _, ours, theirs = other[0]  # a projection's first dimension: its outputs
             shapes = ", ".join(f"{name} {list(t)} for {list(o)}" for name, o, t in other)
             raise CheckpointError(
-                f"--init_checkpoint={path}: its task head has {theirs[0]} labels, this task ({self.task.name}) "
+                f"{flag}={path}: its task head has {theirs[0]} labels, this task ({self.task.name}) "
                 f"{ours[0]} ({shapes}): without --do_train it scores as it is, and nothing was trained here; "
                 f"give a checkpoint fine-tuned on this task, or train with --do_train (the head then starts fresh)")
 

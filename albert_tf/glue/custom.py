@@ -29,9 +29,9 @@ from absl import logging
 from albert_tf.fileio import absolute, atomic_write_text, is_dir, is_file, read_text
 from albert_tf.glue.processors import GlueProcessor, InputExample, SplitLayout, TaskSpec
 from albert_tf.glue.tables import GlueDataError, header_rows
+from albert_tf.weights.files import LABELS_FILE
 
 TASK_NAME = "custom"
-LABELS_FILE = "labels.txt"
 REGRESSION_MARK = "# regression"
 FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 # --key_metric values -> the metric names of glue.metrics

@@ -48,7 +48,7 @@ from albert_tf.modeling.dropout import dropout_seed_scope  # noqa: F401  (re-exp
 from albert_tf.training import faults
 from albert_tf.training.checkpoint_policy import CheckpointPolicy, is_original_checkpoint, refuse_resuming_the_original
 from albert_tf.data.input_pipeline import TrainInputContext
-from albert_tf.training.distribution import worker_info
+from albert_tf.training.distribution import JOB_MESSAGES, worker_info
 from albert_tf.training.evaluation import ExampleMeans
 from albert_tf.training.host_memory import release_freed_memory
 from albert_tf.training.optimizers import learning_rate_at
@@ -363,7 +363,7 @@ class Trainer:
         if self.task.train_dataset_fn is None:
             raise ValueError("the task has no train_dataset_fn")
         with output_dir_lock(cfg.output_dir, self.worker.num_workers, self.worker.worker_index,
-                             cfg.take_over_run_lock), faults.reporting_lost_workers(
+                             cfg.take_over_run_lock, JOB_MESSAGES), faults.reporting_lost_workers(
                 self.worker, lambda: int(self.global_step.numpy()), self.policy.last_intact):
             return self._train()
 

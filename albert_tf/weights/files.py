@@ -31,6 +31,8 @@ from albert_tf.fileio import (TMP_MARK, atomic_write_text, is_remote, make_folde
 CHECKPOINT_BASENAME = "model.ckpt"
 BEST_BASENAME = "model.ckpt-best"
 STATE_FILENAME = "checkpoint"
+# A --task_name=custom run's labels, beside its checkpoints (albert_tf.glue.custom writes and reads it).
+LABELS_FILE = "labels.txt"
 
 
 def checkpoint_prefix(output_dir: str, step: int) -> str:

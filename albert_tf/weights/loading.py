@@ -307,7 +307,7 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
         for name, expected, found in problems:
             found_text = "missing" if found is None else f"found shape {list(found)}"
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
-                         f"{name_table.mismatch_hint(name, expected, found)}")
+                         f"{name_table.mismatch_hint(name, expected, found, prefix)}")
         raise CheckpointError("\n".join(lines))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
@@ -432,8 +432,9 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     return LoadReport(checkpoint.folder, "hf", loaded, skipped, missing_allowed, notes, other_head)
 
 
-def fine_tuning_init(init_checkpoint: str | None):
-    """A Trainer `init_fn` for fine-tuning drivers: loads `--init_checkpoint` into the model, its task head
+def fine_tuning_init(init_checkpoint: str | None, flag: str = "--init_checkpoint"):
+    """A Trainer `init_fn` for fine-tuning drivers: loads `--init_checkpoint` (or the weights of ``flag``, the
+    flag that gave them: ``--albert_hub_module_handle``) into the model, its task head
     starting fresh when the checkpoint has none (a pretrained one) or one of another number of labels (the
     paper fine-tunes RTE, MRPC and STS-B from an MNLI model), which is one warning line; logs what was
     loaded; warns when there is none. Only here: a run's own checkpoints must hold this task's head."""
@@ -446,9 +447,10 @@ def fine_tuning_init(init_checkpoint: str | None):
                 _, expected, found = report.other_head[0]  # a projection's first dimension: its outputs
                 shapes = ", ".join(f"{name} {list(theirs)} for {list(ours)}"
                                    for name, ours, theirs in report.other_head)
-                logging.warning("--init_checkpoint %s: the checkpoint's task head has %d labels, this task %d (%s): "
-                                "it starts fresh; the encoder is loaded", report.path, found[0], expected[0], shapes)
-            logging.info("init_checkpoint: %s", report.summary())
+                logging.warning("%s %s: the checkpoint's task head has %d labels, this task %d (%s): "
+                                "it starts fresh; the encoder is loaded", flag, report.path, found[0], expected[0],
+                                shapes)
+            logging.info("%s: %s", flag.lstrip("-"), report.summary())
         else:
             logging.warning("No --init_checkpoint: fine-tuning from random weights.")
 

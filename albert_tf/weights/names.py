@@ -11,6 +11,7 @@ declared next to the model class with the helpers below).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 from typing import Optional
@@ -118,15 +119,20 @@ def group0_source_name(name: str) -> str:
     return re.sub(r"/ffn_\d+/", "/ffn_1/", name)
 
 
-def mismatch_hint(name: str, expected: tuple, found: tuple | None) -> str:
+def mismatch_hint(name: str, expected: tuple, found: tuple | None, checkpoint: str | None = None) -> str:
     """What to check after a shape mismatch or a missing variable: a config field; for a classifier
     head whose first dimension differs, the number of labels (which no config field holds); for a
-    missing task head, the checkpoint (a pretrained one has no fine-tuned head)."""
+    missing task head, the checkpoint (a pretrained one has no fine-tuned head). ``checkpoint``: its
+    prefix, whose folder may hold the ``labels.txt`` of the run that wrote it (``--task_name=custom``)."""
     leaf = name.rsplit("/", 1)[-1]
     if (found is not None and leaf in ("output_weights", "output_bias") and not name.startswith("cls/")
             and expected[0] != found[0]):
-        return (f"the number of labels differs (the checkpoint's head has {found[0]}, this task {expected[0]}): "
-                f"check labels.txt in --output_dir and the task's labels")
+        differs = f"the number of labels differs (the checkpoint's head has {found[0]}, this task {expected[0]})"
+        labels_file = _labels_file_beside(checkpoint)
+        if labels_file:  # a custom task's run: its labels are there
+            return f"{differs}: check {labels_file} (the labels of the run that wrote it) and the task's labels"
+        return (f"{differs}: it was fine-tuned for another task or other labels; use one of this task's (for a "
+                f"run's own checkpoints, a new --output_dir)")
     if found is None and not name.startswith(("bert/", *PRETRAINING_HEAD_PREFIXES)):
         return ("the checkpoint has no head for this task (a pretrained checkpoint has none): train first "
                 "(--do_train), or give a fine-tuned checkpoint")
@@ -279,3 +285,13 @@ def is_encoder_name(tf1_name: str) -> bool:
     """True for the encoder's variables (transformers' AlbertModel, under `albert.`
     in the task classes); False for heads."""
     return tf1_name.startswith("bert/")
+
+
+def _labels_file_beside(checkpoint: str | None) -> str | None:
+    """The ``labels.txt`` a ``--task_name=custom`` run wrote beside its checkpoints, when ``checkpoint`` has one."""
+    if not checkpoint:
+        return None
+    from albert_tf.weights.files import LABELS_FILE
+
+    path = os.path.join(os.path.dirname(checkpoint), LABELS_FILE)
+    return path if tf.io.gfile.exists(path) else None

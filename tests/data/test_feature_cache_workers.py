@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import cached_records
@@ -23,7 +24,7 @@ VALUES = {"a": (1, 2, 3), "b": (4, 5, 6), "chief stops first": (7,)}
 # The chief's build is slow (the other worker asks meanwhile), and a chief that stopped lingers a little, as a
 # driver's process does while it unwinds, so that the other worker hears why.
 _WORKER = r"""
-import json, sys, time
+import json, os, sys, time
 import tensorflow as tf
 from albert_tf.data.feature_cache import cached_records
 from albert_tf.data.records import RecordSchema
@@ -45,9 +46,11 @@ def build(write):
 
 if data == "chief stops first" and worker.is_chief:  # say a bad flag: it never reaches the cache
     sys.exit(4)
+time.sleep(float(os.environ.get("BEFORE_RUN", "0")))
 try:
     with ending_together(strategy), output_dir_lock(out, worker.num_workers, worker.worker_index,
                                                     messages=JOB_MESSAGES):
+        time.sleep(float(os.environ.get("IN_RUN", "0")))
         print("reused" if cached_records(path, SCHEMA, {"data": data}, build).reused else "built", flush=True)
 except RunError as e:
     print(e, flush=True)
@@ -63,13 +66,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _job(path, data, out):
-    """Runs a two-worker job on ``path``; each worker's (return code, stdout lines)."""
+def _job(path, data, out, pauses=((0, 0), (0, 0))):
+    """Runs a two-worker job on ``path``; each worker's (return code, stdout lines). ``pauses``: each worker's
+    seconds before its run and in it, before the cache."""
     addresses = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
     workers = [subprocess.Popen([sys.executable, "-c", _WORKER, path, data, out, json.dumps(VALUES[data])],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                 env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
-                                     "TF_CONFIG": make_tf_config(addresses, index)})
+                                     "TF_CONFIG": make_tf_config(addresses, index),
+                                     "BEFORE_RUN": str(pauses[index][0]), "IN_RUN": str(pauses[index][1])})
                for index in range(2)]
     logs = [worker.communicate(timeout=300) for worker in workers]
     return [(worker.returncode, stdout.splitlines(), stderr) for worker, (stdout, stderr) in zip(workers, logs)]
@@ -111,6 +116,38 @@ def test_another_jobs_workers_are_refused_while_a_run_holds_the_cache(tmp_path):
     assert not list((tmp_path / "out").rglob("*"))  # the refused job wrote nothing there
 
 
+@pytest.mark.parametrize("pauses", [((0, 2), (1, 3)), ((1, 0), (0, 0))], ids=["chief first", "worker 1 first"])
+def test_a_refused_job_leaves_no_output_dir_whichever_worker_ends_last(tmp_path, pauses):
+    """The chief made --output_dir and was refused (another run holds the cache) while worker 1's lock was there:
+    the chief could not remove the folder, and worker 1, which found it made and asked about the cache later, did
+    not either (each removed only a folder it had made). Now the last worker to release its lock removes the folder
+    the job made, whichever worker comes first (worker 1 makes it only after the chief's word)."""
+    path = str(tmp_path / "shared" / "c.tf_record")
+    out = tmp_path / "out"
+    with output_dir_lock(str(tmp_path / "run")):
+        cached_records(path, SCHEMA, {"data": "a"}, lambda write: [write(SCHEMA.serialize({"x": v}))
+                                                                    for v in VALUES["a"]] and {})
+        # chief first: it makes the folder, worker 1 takes its lock 1 s later, the chief is refused at 2 s and
+        # releases its lock first, worker 1 asks about the cache at 4 s
+        job = _job(path, "b", str(out), pauses=pauses)
+    for index, (code, lines, err) in enumerate(job):
+        assert code == 3 and len(lines) == 1 and "is in use by another run" in lines[0], (index, lines, err[-3000:])
+    assert not out.exists()
+
+
+def test_a_job_keeps_an_output_dir_it_did_not_make(tmp_path):
+    """The rule above removes only a folder the job made: an empty --output_dir of the user's stays."""
+    path = str(tmp_path / "shared" / "c.tf_record")
+    out = tmp_path / "out"
+    out.mkdir()
+    with output_dir_lock(str(tmp_path / "run")):
+        cached_records(path, SCHEMA, {"data": "a"}, lambda write: [write(SCHEMA.serialize({"x": v}))
+                                                                    for v in VALUES["a"]] and {})
+        job = _job(path, "b", str(out), pauses=((0, 2), (1, 3)))
+    assert [code for code, _, _ in job] == [3, 3], [err[-3000:] for _, _, err in job]
+    assert out.is_dir() and not list(out.iterdir())
+
+
 def test_a_worker_whose_chief_stops_before_the_cache_does_not_wait_for_it(tmp_path):
     """Worker 1 waits for the chief's word on the cache: a chief that stops first (its process gone) ends the
     wait with one line instead of a hang, and worker 1 builds nothing."""
@@ -141,7 +178,8 @@ def test_another_worker_builds_its_own_copy_when_the_chiefs_is_not_on_its_filesy
         own = cached_records(path, SCHEMA, {"data": "a"}, build)
         assert not own.reused and calls == [1] and _read(path) == [1, 2, 3]
         assert os.path.exists(path + ".lock")  # held until this worker's run ends
-    assert said == [f"the feature cache {path}"] and not os.path.exists(path + ".lock")
+    # (the chief's word on whether it made --output_dir, then on the cache)
+    assert said[1:] == [f"the feature cache {path}"] and not os.path.exists(path + ".lock")
     with output_dir_lock(str(tmp_path / "out"), num_workers=2, worker_index=1, messages=messages):
         assert cached_records(path, SCHEMA, {"data": "a"}, build).reused and calls == [1]
         assert not os.path.exists(path + ".lock")  # the chief's lock guards them

@@ -71,8 +71,10 @@ def test_tf1_checkpoint_round_trip(reference, tmp_path):
 
 
 def test_a_label_count_mismatch_names_the_labels_not_a_config_field(reference, tmp_path):
-    """A 2-label checkpoint restored into a 3-label model: the hint is the label count (labels.txt),
-    not hidden_size (the shapes differ in their first dimension, the classes)."""
+    """A 2-label checkpoint restored into a 3-label model: the hint is the label count, not hidden_size (the
+    shapes differ in their first dimension, the classes). labels.txt is named only where there is one beside
+    the checkpoint (a --task_name=custom run's): elsewhere (here a checkpoint that is no run's) it said "check
+    labels.txt in --output_dir", which has nothing to do with it."""
     from albert_tf.weights.errors import CheckpointError
 
     config, _, _ = reference
@@ -81,6 +83,12 @@ def test_a_label_count_mismatch_names_the_labels_not_a_config_field(reference, t
         load_checkpoint(heads.build_classifier(config, "mnli"), prefix)
     message = str(err.value)
     assert "output_weights: expected shape [3, 48], found shape [2, 48]; the number of labels differs (the " \
-           "checkpoint's head has 2, this task 3): check labels.txt" in message
+           "checkpoint's head has 2, this task 3): it was fine-tuned for another task or other labels" in message
     assert "output_bias: expected shape [3], found shape [2]; the number of labels differs" in message
-    assert "hidden_size" not in message
+    assert "hidden_size" not in message and "labels.txt" not in message
+
+    (tmp_path / "labels.txt").write_text("no\nyes\n")  # a custom run's labels beside its checkpoint
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(heads.build_classifier(config, "mnli"), prefix)
+    assert (f"the number of labels differs (the checkpoint's head has 2, this task 3): check "
+            f"{tmp_path / 'labels.txt'} (the labels of the run that wrote it)") in str(err.value)

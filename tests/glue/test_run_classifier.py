@@ -589,6 +589,27 @@ print(json.dumps({"grew_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss 
 """
 
 
+def test_weights_from_a_hub_module_handle_are_named_by_that_flag(glue_slices, tiny_config_file, spm_model, tmp_path,
+                                                                  driver_errors, random_tf1_checkpoint):
+    """The weights a run starts from may come from --albert_hub_module_handle (init_checkpoint_from_flags): the
+    refusal of their head named --init_checkpoint, a flag the user never gave."""
+    from albert_tf import AlbertConfig
+
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    mnli = tmp_path / "mnli" / "model.ckpt-best"
+    mnli.parent.mkdir()
+    random_tf1_checkpoint(config, mnli, extra={"output_weights": np.full([3, config.hidden_size], 0.1, np.float32),
+                                               "output_bias": np.zeros([3], np.float32)})
+    result = driver_errors({"hub": [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+                                    f"--spm_model_file={spm_model}", "--max_seq_length=32", "--task_name=MRPC",
+                                    f"--albert_hub_module_handle={mnli}", f"--output_dir={tmp_path / 'out'}",
+                                    "--do_predict"]})["hub"]
+    assert result["code"] == 1, result
+    assert result["stderr"].startswith(f"run_classifier.py: error: --albert_hub_module_handle={mnli}: its task head "
+                                       f"has 3 labels, this task (mrpc) 2"), result["stderr"]
+    assert "--init_checkpoint" not in result["stderr"]
+
+
 def test_the_fit_check_allocates_no_weights(tmp_path, tiny_config_file, random_tf1_checkpoint, tf1_shapes):
     """check_weights_fit compares the checkpoint's index with the model's variable names and shapes: it made an
     eager AlbertModel for them, every weight allocated and initialised (0.9 GB for ALBERT xxlarge) to be thrown

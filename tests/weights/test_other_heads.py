@@ -95,3 +95,14 @@ def test_an_encoder_that_does_not_fit_is_still_refused(tmp_path, random_tf1_chec
     with pytest.raises(CheckpointError, match="ffn_1/intermediate/dense/kernel: expected shape"):
         fine_tuning_init(str(prefix))(build_classifier(TINY, "mrpc"))
     assert warnings == []
+
+
+def test_the_warning_names_the_flag_that_gave_the_weights(tmp_path, random_tf1_checkpoint, warnings):
+    """Weights from --albert_hub_module_handle: the head's warning named --init_checkpoint, a flag not given."""
+    prefix = tmp_path / "mnli" / "model.ckpt"
+    prefix.parent.mkdir()
+    random_tf1_checkpoint(TINY, prefix, extra={"output_weights": np.zeros([3, TINY.hidden_size], np.float32),
+                                               "output_bias": np.zeros([3], np.float32)})
+    fine_tuning_init(str(prefix), "--albert_hub_module_handle")(build_classifier(TINY, "mrpc"))
+    assert len(warnings) == 1 and warnings[0].startswith(f"--albert_hub_module_handle {prefix}: the checkpoint's "
+                                                         f"task head has 3 labels, this task 2"), warnings
