@@ -30,6 +30,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
 import uuid
 
@@ -102,7 +103,7 @@ def is_hub_export(path: str) -> bool:
 def check_export_path(export_path: str) -> None:
     """Refuses (one line) an ``--export_path`` whose contents an export would destroy: a file, or a
     folder holding anything but an earlier export of ours, or a place this user cannot write, or a mount
-    point (which cannot be renamed aside). Called before any work."""
+    point or another user's folder in a sticky folder (which cannot be renamed aside). Called before any work."""
     if not is_remote(export_path):
         _check_writable(export_path)
     if not tf.io.gfile.exists(export_path):
@@ -136,6 +137,23 @@ def _check_writable(export_path: str) -> None:
         raise ValueError(f"--export_path={export_path} is a mount point, which the export cannot replace (it is "
                          f"written beside --export_path, then renamed into place): pass a folder inside it, "
                          f"e.g. --export_path={os.path.join(export_path, 'albert')}")
+    _check_sticky_folder(export_path)
+
+
+def _check_sticky_folder(export_path: str) -> None:
+    """In a sticky folder (``/tmp``, mode 1777) only the owner of an entry or of the folder (or root) may
+    rename the entry: an earlier export of another user there cannot be moved aside, which failed after the
+    export was built (EPERM)."""
+    real = os.path.realpath(export_path)
+    if not os.path.lexists(real):
+        return  # nothing to move aside: the new export is renamed into place, and it is this user's
+    parent = os.path.dirname(real)
+    entry, folder = os.lstat(real), os.stat(parent)
+    user = os.geteuid()
+    if folder.st_mode & stat.S_ISVTX and user != 0 and user not in (entry.st_uid, folder.st_uid):
+        raise ValueError(f"--export_path={export_path} belongs to another user (uid {entry.st_uid}) in {parent}, "
+                         f"a sticky folder (like /tmp) where only its owner can rename it, and the export replaces "
+                         f"it by a rename: pass a new folder, or ask its owner to remove it")
 
 
 def _export_remotely(module: tf.Module, export_path: str, staged: str, config_dir: str) -> None:

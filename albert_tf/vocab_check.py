@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import posixpath
 from typing import Sequence
 
 LIKELY_CAUSE = ("the tokenizer (or the data made with it) and the model config come from different models: "
@@ -56,21 +57,96 @@ def check_tokenizer(spm_model_file: str | None, vocab_file: str | None, vocab_si
                                  f"{LIKELY_CAUSE}")
 
 
-def _summaries_by_output(input_files: Sequence[str]) -> dict[str, tuple[str, dict]]:
-    """{output file: (summary path, summary)} for create_pretraining_data summaries beside the inputs."""
-    found: dict[str, tuple[str, dict]] = {}
-    for folder in sorted({os.path.dirname(os.path.abspath(f)) for f in input_files}):
-        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.summary.json"))):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    summary = json.load(f)
-            except (OSError, ValueError):
-                continue  # not ours, or unreadable: the in-graph check still guards the run
-            if not isinstance(summary, dict):
+def _summary_paths(folder: str) -> list[str]:
+    """The ``*.summary.json`` files in ``folder`` (local, or gs:// through tf.io.gfile)."""
+    from albert_tf.fileio import is_remote
+
+    if not is_remote(folder):
+        return sorted(glob.glob(os.path.join(glob.escape(folder), "*.summary.json")))
+    import tensorflow as tf
+
+    try:
+        return sorted(tf.io.gfile.glob(posixpath.join(folder, "*.summary.json")))
+    except tf.errors.OpError:
+        return []  # the inputs are read (and refused, named) later
+
+
+def _read_summary(path: str) -> dict | None:
+    from albert_tf.fileio import read_text
+
+    try:
+        summary = json.loads(read_text(path) or "null")
+    except Exception:  # noqa: BLE001 - not ours, or unreadable (remote errors too): the in-graph check guards the run
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def _summaries_by_output(input_files: Sequence[str]) -> dict[str, tuple[str, dict, int]]:
+    """{output file: (summary path, summary, its index in the summary's outputs)} for create_pretraining_data
+    summaries beside the inputs. A local summary's outputs are where its ``output_paths_from_summary``
+    (relative to its folder, wherever the job ran from) puts them; else, and for a remote one, its
+    ``output_files``."""
+    from albert_tf.fileio import absolute, is_remote
+
+    found: dict[str, tuple[str, dict, int]] = {}
+    folders = {posixpath.dirname(f) if is_remote(f) else os.path.dirname(absolute(f)) for f in input_files}
+    for folder in sorted(folders):
+        for path in _summary_paths(folder):
+            summary = _read_summary(path)
+            if summary is None:
                 continue
-            for output in summary.get("output_files", []):
-                found[os.path.abspath(output)] = (path, summary)
+            outputs = summary.get("output_paths_from_summary")
+            if not is_remote(path) and isinstance(outputs, list):
+                outputs = [o if not isinstance(o, str) or is_remote(o) else os.path.join(folder, o) for o in outputs]
+            else:  # as given to the job (a local one relative to where it ran)
+                outputs = summary.get("output_files", [])
+            for index, output in enumerate(outputs):
+                if isinstance(output, str):
+                    found[absolute(output)] = (path, summary, index)
     return found
+
+
+def _file_size(path: str) -> int | None:
+    """`path`'s size in bytes (one stat, local or remote), None when it cannot be had (refused when read)."""
+    from albert_tf.fileio import is_remote
+
+    try:
+        if is_remote(path):
+            import tensorflow as tf
+
+            return tf.io.gfile.stat(path).length
+        return os.stat(path).st_size
+    except Exception:  # noqa: BLE001 - missing, no permission, a remote error: the reading names it
+        return None
+
+
+def _ends_inside_a_record(path: str) -> bool:
+    from albert_tf.data import tfrecord
+
+    try:
+        return tfrecord.cut_short(path)  # reads the file's tail only
+    except Exception:  # noqa: BLE001 - unreadable: the size line says what is wrong
+        return False
+
+
+def _size_problem(input_file: str, path: str, summary: dict, index: int) -> str | None:
+    """One line when `input_file` is not the size its summary records (cut short, e.g. between two records,
+    which reads as a shorter whole file; or changed). Summaries without sizes (before they were recorded)
+    pass."""
+    sizes = summary.get("output_sizes")
+    if not isinstance(sizes, list) or len(sizes) != len(summary.get("output_files", [])) or index >= len(sizes):
+        return None
+    recorded = sizes[index].get("bytes") if isinstance(sizes[index], dict) else None
+    if not isinstance(recorded, int):
+        return None
+    actual = _file_size(input_file)
+    if actual is None or actual == recorded:
+        return None
+    if actual < recorded and _ends_inside_a_record(input_file):
+        return None  # pretraining.check_first_records names the record it was cut in (same advice)
+    return (f"--input_file: {input_file} has {actual} bytes but {path} records {recorded} bytes for it "
+            f"({'cut short' if actual < recorded else 'changed'} since it was written): copy it again, "
+            f"or make it again with create_pretraining_data.py")
 
 
 def check_pretraining_data(input_files: Sequence[str], vocab_size: int, config_file: str,
@@ -78,10 +154,16 @@ def check_pretraining_data(input_files: Sequence[str], vocab_size: int, config_f
     """Raises ``VocabMismatchError`` when a create_pretraining_data summary of an input file
     records a tokenizer of another size than ``vocab_size`` (files without one are checked
     in-graph while training), and ``ValueError`` when it records other ``lengths`` (flag name ->
-    value: ``max_seq_length``, ``max_predictions_per_seq``) than the run's."""
+    value: ``max_seq_length``, ``max_predictions_per_seq``) than the run's, or another size than the file has
+    (a copy cut short between two records reads as a shorter whole file)."""
+    from albert_tf.fileio import absolute
+
     summaries = _summaries_by_output(input_files)
     for input_file in input_files:
-        path, summary = summaries.get(os.path.abspath(input_file), (None, None))
+        path, summary, index = summaries.get(absolute(input_file), (None, None, 0))
+        size_problem = _size_problem(input_file, path, summary, index) if summary else None
+        if size_problem:
+            raise ValueError(size_problem)
         settings = summary.get("settings") if summary else None
         for name, value in (lengths or {}).items():
             made = settings.get(name) if isinstance(settings, dict) else None

@@ -237,13 +237,15 @@ def _create_pretraining_data_beam(config: PipelineConfig, pipeline_options: str)
             for name in ("ngram_draws", "masked_ngram_words"):  # JSON made the n-gram lengths strings
                 setattr(stats, name, {int(n): count for n, count in getattr(stats, name).items()})
             shuffle = {"engine": "beam", "buckets": report["buckets"], "pipeline_options": pipeline_options}
-            summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
-            summary["settings"]["runner"] = "beam"
-            summary_file = summary_path(config)
             # Local outputs first go beside their final names (a copy when --tmp_dir is on another file
             # system, where a rename fails): what can fail (a full disk) fails before the summary is written.
             staged = [_stage_beside(st.temp_output(temp_dir, j), output)
                       for j, output in enumerate(config.output_files)]
+            output_bytes = [FileSystems.get_filesystem(part).size(part) for part in staged]  # renamed as they are
+            summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start,
+                                    output_bytes)
+            summary["settings"]["runner"] = "beam"
+            summary_file = summary_path(config)
             # The summary first, as the local runner: it marks the outputs as this tool's (check_outputs).
             for part in staged:  # as the local runner: on disk before the renames
                 if not bio.is_remote(part):

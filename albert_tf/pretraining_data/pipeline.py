@@ -282,7 +282,8 @@ def _write_pretraining_data(config: PipelineConfig, tokenizer) -> dict:
         shuffle = {"buckets": num_buckets, "bucket_splits": shuffle_stats.bucket_splits,
                    "largest_sorted_bytes": shuffle_stats.largest_sorted_bytes,
                    "temporary_bytes": facts.store_bytes + scatter.bytes_written}
-        summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start)
+        summary = build_summary(config, stats, counters, facts, vocab, shuffle, time.monotonic() - start,
+                                [os.path.getsize(tmp) for tmp in temp_files])  # complete: renamed as they are
         # The summary first: it marks the outputs as this tool's, so that a run killed between the
         # renames can be rerun over them (check_outputs). Ctrl-C or SIGTERM waits for the last rename.
         for tmp in temp_files:  # on disk before the renames: a power cut then leaves no empty output

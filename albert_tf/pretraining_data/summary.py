@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from typing import Sequence
 
 from albert_tf.pretraining_data.config import PipelineConfig
 from albert_tf.pretraining_data.options import InstanceStats
@@ -52,8 +53,17 @@ def _shares(counts: dict) -> dict:
     return {str(k): (v / total if total else 0.0) for k, v in sorted(counts.items())}
 
 
+def output_sizes(output_bytes: Sequence[int], instances: int) -> list[dict]:
+    """Each output's bytes (as written) and records: instance k went to output k % len(outputs), as the
+    original's round-robin writer. run_pretraining compares the bytes with the file it is given (a copy
+    cut between two records reads as a shorter whole file)."""
+    n = len(output_bytes)
+    return [{"bytes": size, "records": len(range(j, instances, n))} for j, size in enumerate(output_bytes)]
+
+
 def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCounters, facts: CorpusFacts,
-                  vocab: dict, shuffle: dict, elapsed: float) -> dict:
+                  vocab: dict, shuffle: dict, elapsed: float, output_bytes: Sequence[int]) -> dict:
+    """The summary; ``output_bytes``: each output's size as written, in ``config.output_files`` order."""
     n = stats.instances
     replacements = {"mask": stats.replaced_mask, "keep": stats.replaced_keep, "random": stats.replaced_random}
     labels = {"0": stats.sop_in_order, "1": stats.sop_swapped + stats.sop_random_document}
@@ -61,6 +71,7 @@ def build_summary(config: PipelineConfig, stats: InstanceStats, counters: ReadCo
         "instances": n,
         "output_files": list(config.output_files),
         "output_paths_from_summary": output_paths_from_summary(config),  # what check_outputs takes as ours
+        "output_sizes": output_sizes(output_bytes, n),  # in output_files order
         "input_files": list(config.input_files),
         "documents": facts.documents,
         "sentences": facts.sentences,

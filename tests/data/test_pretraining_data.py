@@ -170,10 +170,14 @@ def test_same_bytes_with_two_workers_and_shards(botchan_run, botchan_corpus, spm
     import tensorflow as tf
 
     shards = [tmp_path / "s0.tfrecord", tmp_path / "s1.tfrecord"]
-    create_pretraining_data(make_config(botchan_corpus, spm_model, shards, num_workers=2, dupe_factor=4))
+    sharded = create_pretraining_data(make_config(botchan_corpus, spm_model, shards, num_workers=2, dupe_factor=4))
     parts = [list(tf.data.TFRecordDataset(str(p)).as_numpy_iterator()) for p in shards]
     whole = list(tf.data.TFRecordDataset(str(single)).as_numpy_iterator())
     assert parts[0] == whole[0::2] and parts[1] == whole[1::2]
+    # Each output's size as written and its records (run_pretraining compares the size with its input files).
+    assert sharded["output_sizes"] == [{"bytes": p.stat().st_size, "records": len(part)}
+                                       for p, part in zip(shards, parts)]
+    assert json.loads(open(f"{shards[0]}.summary.json").read())["output_sizes"] == sharded["output_sizes"]
 
 
 def test_seed_changes_output(botchan_corpus, spm_model, make_config, tmp_path):

@@ -463,6 +463,42 @@ def test_a_rename_the_os_refuses_is_one_line_and_changes_nothing(exported, tmp_p
     assert sorted(os.listdir(tmp_path)) == ["hub"]
 
 
+def test_another_users_export_in_a_sticky_folder_is_refused_before_any_work(exported, tmp_path, monkeypatch):
+    """In a sticky folder (/tmp, mode 1777) only the owner of an entry or of the folder (or root) may rename the
+    entry: another user's earlier export there could not be moved aside, found only after the new export was
+    built. Now one line before any work. Another user: this process under another effective uid (os.geteuid)."""
+    from albert_tf import export
+
+    _, model, spm = exported
+    sticky = tmp_path / "shared"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    target = sticky / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    first = {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()}
+    owner = os.stat(target).st_uid
+    other = owner + 4242  # owns neither the export nor the folder, and is not root
+    monkeypatch.setattr(os, "geteuid", lambda: other)
+    with pytest.raises(ValueError) as err:
+        export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    assert str(err.value) == (
+        f"--export_path={target} belongs to another user (uid {owner}) in {os.path.realpath(sticky)}, a sticky "
+        f"folder (like /tmp) where only its owner can rename it, and the export replaces it by a rename: pass a "
+        f"new folder, or ask its owner to remove it")
+    assert {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()} == first
+    assert os.listdir(sticky) == ["hub"]  # no lock, no temporary folder
+    # Root, the export's owner, or any user in a folder without the sticky bit may rename it: not refused.
+    for user, mode in ((0, 0o1777), (owner, 0o1777), (other, 0o777)):
+        sticky.chmod(mode)
+        monkeypatch.setattr(os, "geteuid", lambda user=user: user)
+        export.check_export_path(str(target))
+    sticky.chmod(0o1777)
+    if owner == 0:  # the folder's owner may rename what is in it: root can give the folder away
+        os.chown(sticky, other, -1)
+        monkeypatch.setattr(os, "geteuid", lambda: other)
+        export.check_export_path(str(target))
+
+
 def test_files_a_user_added_inside_an_earlier_export_are_never_deleted(exported, tmp_path):
     """Only the top level was checked: a user's assets/labels.txt (or a note in variables/) passed, and
     the re-export moved the folder aside and deleted it, exit 0. Now anything the export did not write,

@@ -175,6 +175,82 @@ def test_a_file_cut_inside_a_record_is_one_line_before_any_work(records, tmp_pat
         assert not (tmp_path / "out").exists()
 
 
+def _cut_between_records(data):
+    """Where a copy cut between two records ends (the middle record boundary): TensorFlow reads such a file
+    as a shorter whole one."""
+    starts = _record_starts(data)
+    return starts[len(starts) // 2]
+
+
+def test_a_copy_cut_between_two_records_is_one_line_before_any_work(records, tmp_path):
+    """A copy cut exactly between two records read as a shorter whole file: the run trained on fewer records,
+    silently. create_pretraining_data.py records each output's size in its summary; a file of another size
+    than its summary's (copied beside it) is one line naming both sizes and the summary, before any work."""
+    import json
+
+    path, config = records
+    data = path.read_bytes()
+    summary = json.loads((path.parent / f"{path.name}.summary.json").read_text())
+    assert summary["output_sizes"] == [{"bytes": len(data), "records": len(_record_starts(data)) - 1}]
+    folder = tmp_path / "data"
+    folder.mkdir()
+    copy = folder / path.name
+    end = _cut_between_records(data)
+    copy.write_bytes(data[:end])
+    (folder / f"{path.name}.summary.json").write_text(json.dumps(summary))
+    code, tail = _run(config, tmp_path / "out", copy, "--num_train_steps=400", "--iterations_per_loop=400")
+    assert (code, tail) == (1, f"run_pretraining.py: error: --input_file: {copy} has {end} bytes but "
+                               f"{folder}/{path.name}.summary.json records {len(data)} bytes for it (cut short "
+                               f"since it was written): copy it again, or make it again with "
+                               f"create_pretraining_data.py\n"), tail
+    assert not (tmp_path / "out").exists()
+
+
+def test_file_sizes_are_checked_against_summaries_local_and_remote(records, tmp_path):
+    """The size check (one stat a file) also for gs:// files, through tf.io.gfile (TensorFlow's ram:// file
+    system stands in for a bucket); summaries written before sizes were recorded, and files without a
+    summary (the original's tool writes none), are accepted as before."""
+    import json
+    import uuid
+
+    import tensorflow as tf
+
+    from albert_tf.vocab_check import check_pretraining_data
+
+    path, _ = records
+    data = path.read_bytes()
+    summary = json.loads((path.parent / f"{path.name}.summary.json").read_text())
+    end = _cut_between_records(data)
+    root = f"ram://sizes-{uuid.uuid4().hex}"
+    remote = f"{root}/{path.name}"
+    with tf.io.gfile.GFile(remote, "wb") as f:
+        f.write(data[:end])
+    remote_summary = {**summary, "output_files": [remote], "output_paths_from_summary": [remote]}  # as Beam's
+    with tf.io.gfile.GFile(f"{remote}.summary.json", "w") as f:
+        f.write(json.dumps(remote_summary))
+    with pytest.raises(ValueError) as err:
+        check_pretraining_data([remote], TINY["vocab_size"], "albert_config.json")
+    assert str(err.value) == (f"--input_file: {remote} has {end} bytes but {remote}.summary.json records "
+                              f"{len(data)} bytes for it (cut short since it was written): copy it again, or "
+                              f"make it again with create_pretraining_data.py")
+    tf.io.gfile.remove(remote)  # (ram:// appends to a file written again)
+    with tf.io.gfile.GFile(remote, "wb") as f:
+        f.write(data)
+    check_pretraining_data([remote], TINY["vocab_size"], "albert_config.json")  # whole again: accepted
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    copy = folder / path.name
+    copy.write_bytes(data[:end])
+    check_pretraining_data([str(copy)], TINY["vocab_size"], "albert_config.json")  # no summary: as before
+    older = {key: value for key, value in summary.items() if key != "output_sizes"}
+    (folder / f"{path.name}.summary.json").write_text(json.dumps(older))
+    check_pretraining_data([str(copy)], TINY["vocab_size"], "albert_config.json")  # a summary without sizes
+    (folder / f"{path.name}.summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=f"^--input_file: {copy} has {end} bytes but "):
+        check_pretraining_data([str(copy)], TINY["vocab_size"], "albert_config.json")
+
+
 def test_a_glob_over_the_records_skips_what_the_data_tool_writes_beside_them(records, tmp_path):
     """`--input_file=train.tfrecord*` (the shards train.tfrecord-0000i-of-0000N) also matches
     train.tfrecord.summary.json, which the original's tool never wrote: it was read as records and the
