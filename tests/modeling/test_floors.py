@@ -19,9 +19,10 @@ FLOORS = {
     "config": 1, "demo_data": 1, "run_lock": 1, "versions": 1,
     "tokenization": 2,
     "modeling": 3,
-    "weights": 4, "vocab_check": 4,
+    "weights": 4,
     "data": 5,
     "training": 6, "pretraining_data": 6,  # the pretraining-data tool (create_pretraining_data.py)
+    "vocab_check": 6,  # the tokenizer and the pretraining data against the config (reads TFRecord framing)
     "finetuning": 7,  # the task interface and the one runner
     "glue": 8, "race": 8, "squad": 8, "pretraining": 8,  # the tasks: peers
     "conversion": 9, "export": 9,  # above the tasks: walk their registry, export their models
