@@ -155,7 +155,7 @@ print(json.dumps({{"signatures": sorted(obj.signatures), "diff": float(np.abs(go
     assert result["diff"] <= 1e-5, result
 
 
-def test_export_to_remote_storage_writes_one_version_folder():
+def test_export_to_remote_storage_writes_one_version_folder(shared):
     """gs:// export folders (TensorFlow's ram:// filesystem stands in for a bucket): written in place,
     loadable, and a second export is a new version beside the first."""
     import uuid
@@ -165,7 +165,7 @@ def test_export_to_remote_storage_writes_one_version_folder():
     config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
     model = heads.build_classifier(config, "mrpc")
-    spm = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "spm", "30k-clean.model")
+    spm = str(shared("data", "spm", "30k-clean.model"))
     base = f"ram://exports-{uuid.uuid4().hex}/mrpc"
     first = export.export_classifier(model, get_task_spec("mrpc"), base, 16, spm)
     second = export.export_classifier(model, get_task_spec("mrpc"), base, 16, spm)
