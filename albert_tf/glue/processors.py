@@ -16,7 +16,8 @@ Where the original silently skipped or crashed (QQP rows with missing columns ar
 dropped by it; an unknown label is a KeyError far away), a malformed row here is a
 `GlueDataError` naming the file, the line number and the offending value.
 
-Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself.
+Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself. Labels are matched
+as the original's `process_text` left them: `preprocess_text(label, lower=do_lower_case)`.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from typing import Iterator, Sequence
 
 from albert_tf.fileio import is_dir, is_file
 from albert_tf.glue.tables import GlueDataError, tsv_rows
+from albert_tf.tokenization.text import preprocess_text
 
 SPLITS = ("train", "dev", "test")
 
@@ -275,9 +277,12 @@ read_tsv_rows = tsv_rows  # (1-based line number, fields) of each non-empty line
 class GlueProcessor:
     """Reads the train/dev/test examples of one GLUE task (see `TaskSpec`)."""
 
-    def __init__(self, spec: TaskSpec):
+    def __init__(self, spec: TaskSpec, do_lower_case: bool = True):
         self.spec = spec
         self._label_set = frozenset(spec.labels or ())
+        # The original matched a label after `process_text` (spaces collapsed and stripped, accents
+        # dropped, lower-cased with --do_lower_case): "1 " or "Entailment" trained there.
+        self.do_lower_case = do_lower_case
 
     @property
     def task_name(self) -> str:
@@ -373,13 +378,15 @@ class GlueProcessor:
                         f"{path}:{line_number}: label {raw!r} is not a number "
                         f"({self.spec.name} is a regression task)"
                     ) from None
-            elif raw not in self._label_set:
+            elif raw in self._label_set:
+                label = raw
+            elif preprocess_text(raw, lower=self.do_lower_case) in self._label_set:
+                label = preprocess_text(raw, lower=self.do_lower_case)
+            else:
                 raise GlueDataError(
                     f"{path}:{line_number}: unknown label {raw!r} for task "
                     f"{self.spec.name}; expected one of {list(self.spec.labels)}"
                 )
-            else:
-                label = raw
         text_b = None if layout.text_b is None else fields[layout.text_b]
         return InputExample(guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label)
 
@@ -401,6 +408,7 @@ def _clip(fields: Sequence[str], limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "...]"
 
 
-def get_processor(task_name: str) -> GlueProcessor:
-    """The processor of a task by case-insensitive name; unknown names list the known ones."""
-    return GlueProcessor(get_task_spec(task_name))
+def get_processor(task_name: str, do_lower_case: bool = True) -> GlueProcessor:
+    """The processor of a task by case-insensitive name; unknown names list the known ones.
+    `do_lower_case` (the flag's): whether labels match lower-cased, as the original's."""
+    return GlueProcessor(get_task_spec(task_name), do_lower_case)

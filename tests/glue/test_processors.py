@@ -221,3 +221,24 @@ def test_task_table():
     assert {n: s.key_metric for n, s in specs.items() if s.key_metric != "eval_accuracy"} == {
         "cola": "matthew_corr", "sts-b": "pearson"}
     assert specs["mismnli"].submission_file == "MNLI-mm.tsv" and specs["ax"].submission_file == "AX.tsv"
+
+
+def test_labels_match_after_the_originals_process_text(tmp_path, write_tsv):
+    """The original looked labels up after `process_text` (spaces stripped, lower-cased with --do_lower_case):
+    a label with a stray space or capital trained there and must here, as the same class."""
+    d = tmp_path / "glue"
+    path = write_tsv(d / "RTE" / "dev.tsv", [
+        ["index", "sentence1", "sentence2", "label"],
+        ["0", "a", "b", "entailment "],
+        ["1", "c", "d", " Not_Entailment"],
+        ["2", "e", "f", "not_entailment"],
+    ])
+    assert [e.label for e in get_processor("rte").get_dev_examples(d)] == [
+        "entailment", "not_entailment", "not_entailment"]
+    write_tsv(d / "MRPC" / "train.tsv", [["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                                         ["1 ", "1", "2", "a", "b"], ["0", "3", "4", "c", "d"]])
+    assert [e.label for e in get_processor("mrpc").get_train_examples(d)] == ["1", "0"]
+    # Cased (--nodo_lower_case): the original's label map had no "Not_Entailment" either.
+    with pytest.raises(GlueDataError, match=rf"{path}:3: unknown label ' Not_Entailment'"):
+        get_processor("rte", do_lower_case=False).get_dev_examples(d)
+
