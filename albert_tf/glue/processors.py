@@ -9,7 +9,8 @@ which also reads the TSVs of `--task_name=custom`):
 - UTF-8, a leading byte-order mark is dropped (MRPC has one);
 - tab-separated, no quoting at all (`"` is an ordinary character: csv QUOTE_NONE);
 - rows end at `\\n` only (a stray `\\r` before it is dropped), never at other
-  Unicode line breaks that sit inside GLUE sentences;
+  Unicode line breaks that sit inside GLUE sentences (a file saved with CR-only line
+  endings is one line: its error says so);
 - empty lines carry no data and are skipped.
 
 Where the original silently skipped or crashed (QQP rows with missing columns are
@@ -337,6 +338,7 @@ class GlueProcessor:
         used = [layout.text_a, layout.text_b, layout.label_column, layout.guid_column]
         min_width = max(c + 1 if c >= 0 else -c for c in used if c is not None)
         row_index = -1
+        header: list[str] = []
         for line_number, fields in read_tsv_rows(path):
             row_index += 1
             if layout.has_header and row_index == 0:
@@ -344,18 +346,20 @@ class GlueProcessor:
                 if width < min_width:
                     raise GlueDataError(
                         f"{path}:{line_number}: header has {width} columns, the "
-                        f"{self.spec.name} {split} file needs at least {min_width}: {fields!r}"
+                        f"{self.spec.name} {split} file needs at least {min_width}: {_clip(fields)}"
+                        + _cr_hint(fields)
                     )
+                header = fields
                 continue
             if len(fields) != width:
                 raise GlueDataError(
                     f"{path}:{line_number}: expected {width} tab-separated columns, "
-                    f"found {len(fields)}: {_clip(fields)}"
+                    f"found {len(fields)}: {_clip(fields)}" + _cr_hint(fields)
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
         if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op
             raise GlueDataError(f"{path}:1: empty file: no rows of data"
-                                + (" after the header" if row_index == 0 else ""))
+                                + (" after the header" if row_index == 0 else "") + _cr_hint(header))
 
     def _make_example(
         self,
@@ -401,6 +405,15 @@ class GlueProcessor:
 
     def get_test_examples(self, data_dir: str | os.PathLike) -> list[InputExample]:
         return self.get_examples(data_dir, "test")
+
+
+def _cr_hint(fields: Sequence[str]) -> str:
+    """Why a line of a file saved with CR-only (classic Mac) line endings reads wrong: rows end at
+    LF (or CRLF) only, so the whole file is one line (the original's csv reader refused it too)."""
+    if not any("\r" in field for field in fields):
+        return ""
+    return ("; the line holds a carriage return (\\r) not followed by a line feed: save the file with "
+            "LF or CRLF line endings (CR-only endings make the whole file one line)")
 
 
 def _clip(fields: Sequence[str], limit: int = 200) -> str:

@@ -242,3 +242,16 @@ def test_labels_match_after_the_originals_process_text(tmp_path, write_tsv):
     with pytest.raises(GlueDataError, match=rf"{path}:3: unknown label ' Not_Entailment'"):
         get_processor("rte", do_lower_case=False).get_dev_examples(d)
 
+
+def test_cr_only_line_endings_are_named_as_the_cause(tmp_path, write_tsv):
+    """A file saved with CR-only line endings is one line (rows end at LF or CRLF, as the original's reader):
+    the error says so instead of only 'no rows of data after the header' or 'found 19 columns'."""
+    d = tmp_path / "glue"
+    rte = write_tsv(d / "RTE" / "train.tsv", [["index", "sentence1", "sentence2", "label"],
+                                              ["0", "a", "b", "entailment"]], newline="\r")
+    with pytest.raises(GlueDataError, match=rf"^{rte}:1: empty file: .*carriage return .*LF or CRLF"):
+        get_processor("rte").get_train_examples(d)
+    cola = write_tsv(d / "CoLA" / "dev.tsv", [["gj04", "1", "", "Fine."], ["gj04", "0", "*", "Short."]],
+                     newline="\r")
+    with pytest.raises(GlueDataError, match=rf"^{cola}:1: expected 4 .*found 7.*carriage return"):
+        get_processor("cola").get_dev_examples(d)
