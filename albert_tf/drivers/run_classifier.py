@@ -95,12 +95,13 @@ def task_and_job_from_flags():
     if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
         processor = custom_processor_from_flags()
     else:
-        processor = get_processor(FLAGS.task_name)  # an unknown task lists the known ones
+        processor = get_processor(FLAGS.task_name, FLAGS.do_lower_case)  # an unknown task lists the known ones
         refuse_flags_of_another_mode(FLAGS, CUSTOM_ONLY_FLAGS, f"--task_name={custom.TASK_NAME} (your own files)",
                                      f"--task_name={FLAGS.task_name} reads GLUE's files under --data_dir")
         require_flags(FLAGS, "data_dir")
         if FLAGS.positive_label is not None:
-            processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label))
+            processor = GlueProcessor(dataclasses.replace(processor.spec, positive_label=FLAGS.positive_label),
+                                      FLAGS.do_lower_case)
     log_positive_class(processor.spec)
     threshold = None if math.isnan(FLAGS.threshold_to_export) else FLAGS.threshold_to_export
     check_threshold(processor.spec, threshold)  # before training, not at the export after it

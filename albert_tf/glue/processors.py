@@ -9,14 +9,16 @@ which also reads the TSVs of `--task_name=custom`):
 - UTF-8, a leading byte-order mark is dropped (MRPC has one);
 - tab-separated, no quoting at all (`"` is an ordinary character: csv QUOTE_NONE);
 - rows end at `\\n` only (a stray `\\r` before it is dropped), never at other
-  Unicode line breaks that sit inside GLUE sentences;
+  Unicode line breaks that sit inside GLUE sentences (a file saved with CR-only line
+  endings is one line: its error says so);
 - empty lines carry no data and are skipped.
 
 Where the original silently skipped or crashed (QQP rows with missing columns are
 dropped by it; an unknown label is a KeyError far away), a malformed row here is a
 `GlueDataError` naming the file, the line number and the offending value.
 
-Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself.
+Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself. Labels are matched
+as the original's `process_text` left them: `preprocess_text(label, lower=do_lower_case)`.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import Iterator, Sequence
 
 from albert_tf.fileio import is_dir, is_file
 from albert_tf.glue.tables import GlueDataError, tsv_rows
+from albert_tf.tokenization.text import preprocess_text
 
 SPLITS = ("train", "dev", "test")
 
@@ -275,9 +278,12 @@ read_tsv_rows = tsv_rows  # (1-based line number, fields) of each non-empty line
 class GlueProcessor:
     """Reads the train/dev/test examples of one GLUE task (see `TaskSpec`)."""
 
-    def __init__(self, spec: TaskSpec):
+    def __init__(self, spec: TaskSpec, do_lower_case: bool = True):
         self.spec = spec
         self._label_set = frozenset(spec.labels or ())
+        # The original matched a label after `process_text` (spaces collapsed and stripped, accents
+        # dropped, lower-cased with --do_lower_case): "1 " or "Entailment" trained there.
+        self.do_lower_case = do_lower_case
 
     @property
     def task_name(self) -> str:
@@ -332,6 +338,7 @@ class GlueProcessor:
         used = [layout.text_a, layout.text_b, layout.label_column, layout.guid_column]
         min_width = max(c + 1 if c >= 0 else -c for c in used if c is not None)
         row_index = -1
+        header: list[str] = []
         for line_number, fields in read_tsv_rows(path):
             row_index += 1
             if layout.has_header and row_index == 0:
@@ -339,18 +346,20 @@ class GlueProcessor:
                 if width < min_width:
                     raise GlueDataError(
                         f"{path}:{line_number}: header has {width} columns, the "
-                        f"{self.spec.name} {split} file needs at least {min_width}: {fields!r}"
+                        f"{self.spec.name} {split} file needs at least {min_width}: {_clip(fields)}"
+                        + _cr_hint(fields)
                     )
+                header = fields
                 continue
             if len(fields) != width:
                 raise GlueDataError(
                     f"{path}:{line_number}: expected {width} tab-separated columns, "
-                    f"found {len(fields)}: {_clip(fields)}"
+                    f"found {len(fields)}: {_clip(fields)}" + _cr_hint(fields)
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
         if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op
             raise GlueDataError(f"{path}:1: empty file: no rows of data"
-                                + (" after the header" if row_index == 0 else ""))
+                                + (" after the header" if row_index == 0 else "") + _cr_hint(header))
 
     def _make_example(
         self,
@@ -373,13 +382,15 @@ class GlueProcessor:
                         f"{path}:{line_number}: label {raw!r} is not a number "
                         f"({self.spec.name} is a regression task)"
                     ) from None
-            elif raw not in self._label_set:
+            elif raw in self._label_set:
+                label = raw
+            elif preprocess_text(raw, lower=self.do_lower_case) in self._label_set:
+                label = preprocess_text(raw, lower=self.do_lower_case)
+            else:
                 raise GlueDataError(
                     f"{path}:{line_number}: unknown label {raw!r} for task "
                     f"{self.spec.name}; expected one of {list(self.spec.labels)}"
                 )
-            else:
-                label = raw
         text_b = None if layout.text_b is None else fields[layout.text_b]
         return InputExample(guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label)
 
@@ -396,11 +407,21 @@ class GlueProcessor:
         return self.get_examples(data_dir, "test")
 
 
+def _cr_hint(fields: Sequence[str]) -> str:
+    """Why a line of a file saved with CR-only (classic Mac) line endings reads wrong: rows end at
+    LF (or CRLF) only, so the whole file is one line (the original's csv reader refused it too)."""
+    if not any("\r" in field for field in fields):
+        return ""
+    return ("; the line holds a carriage return (\\r) not followed by a line feed: save the file with "
+            "LF or CRLF line endings (CR-only endings make the whole file one line)")
+
+
 def _clip(fields: Sequence[str], limit: int = 200) -> str:
     text = repr(list(fields))
     return text if len(text) <= limit else text[:limit] + "...]"
 
 
-def get_processor(task_name: str) -> GlueProcessor:
-    """The processor of a task by case-insensitive name; unknown names list the known ones."""
-    return GlueProcessor(get_task_spec(task_name))
+def get_processor(task_name: str, do_lower_case: bool = True) -> GlueProcessor:
+    """The processor of a task by case-insensitive name; unknown names list the known ones.
+    `do_lower_case` (the flag's): whether labels match lower-cased, as the original's."""
+    return GlueProcessor(get_task_spec(task_name), do_lower_case)

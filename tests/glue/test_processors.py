@@ -221,3 +221,37 @@ def test_task_table():
     assert {n: s.key_metric for n, s in specs.items() if s.key_metric != "eval_accuracy"} == {
         "cola": "matthew_corr", "sts-b": "pearson"}
     assert specs["mismnli"].submission_file == "MNLI-mm.tsv" and specs["ax"].submission_file == "AX.tsv"
+
+
+def test_labels_match_after_the_originals_process_text(tmp_path, write_tsv):
+    """The original looked labels up after `process_text` (spaces stripped, lower-cased with --do_lower_case):
+    a label with a stray space or capital trained there and must here, as the same class."""
+    d = tmp_path / "glue"
+    path = write_tsv(d / "RTE" / "dev.tsv", [
+        ["index", "sentence1", "sentence2", "label"],
+        ["0", "a", "b", "entailment "],
+        ["1", "c", "d", " Not_Entailment"],
+        ["2", "e", "f", "not_entailment"],
+    ])
+    assert [e.label for e in get_processor("rte").get_dev_examples(d)] == [
+        "entailment", "not_entailment", "not_entailment"]
+    write_tsv(d / "MRPC" / "train.tsv", [["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                                         ["1 ", "1", "2", "a", "b"], ["0", "3", "4", "c", "d"]])
+    assert [e.label for e in get_processor("mrpc").get_train_examples(d)] == ["1", "0"]
+    # Cased (--nodo_lower_case): the original's label map had no "Not_Entailment" either.
+    with pytest.raises(GlueDataError, match=rf"{path}:3: unknown label ' Not_Entailment'"):
+        get_processor("rte", do_lower_case=False).get_dev_examples(d)
+
+
+def test_cr_only_line_endings_are_named_as_the_cause(tmp_path, write_tsv):
+    """A file saved with CR-only line endings is one line (rows end at LF or CRLF, as the original's reader):
+    the error says so instead of only 'no rows of data after the header' or 'found 19 columns'."""
+    d = tmp_path / "glue"
+    rte = write_tsv(d / "RTE" / "train.tsv", [["index", "sentence1", "sentence2", "label"],
+                                              ["0", "a", "b", "entailment"]], newline="\r")
+    with pytest.raises(GlueDataError, match=rf"^{rte}:1: empty file: .*carriage return .*LF or CRLF"):
+        get_processor("rte").get_train_examples(d)
+    cola = write_tsv(d / "CoLA" / "dev.tsv", [["gj04", "1", "", "Fine."], ["gj04", "0", "*", "Short."]],
+                     newline="\r")
+    with pytest.raises(GlueDataError, match=rf"^{cola}:1: expected 4 .*found 7.*carriage return"):
+        get_processor("cola").get_dev_examples(d)
