@@ -13,9 +13,12 @@ which also reads the TSVs of `--task_name=custom`):
   endings is one line: its error says so);
 - empty lines carry no data and are skipped.
 
-Where the original silently skipped or crashed (QQP rows with missing columns are
-dropped by it; an unknown label is a KeyError far away), a malformed row here is a
-`GlueDataError` naming the file, the line number and the offending value.
+Where the original crashed (an unknown label is a KeyError far away, a short row an
+IndexError) or read the wrong column, a malformed row here is a `GlueDataError` naming the
+file, the line number and the offending value. One exception keeps the original's numbers:
+its QQP train and dev reader skips rows too short to hold both questions and the label
+(GLUE's 2018 QQP train file had such rows: a question broken by a newline), so ours skips them too,
+with a warning naming the file, their count and their lines (`SplitLayout.skip_short_rows`).
 
 Texts are kept raw: the tokenizer applies `preprocess_text` (lower-casing) itself. Labels are matched
 as the original's `process_text` left them: `preprocess_text(label, lower=do_lower_case)`.
@@ -25,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from typing import Iterator, Sequence
+
+from absl import logging
 
 from albert_tf.fileio import is_dir, is_file
 from albert_tf.glue.tables import GlueDataError, tsv_rows
@@ -55,7 +60,8 @@ class SplitLayout:
     makes it (line index counted from 0 over all rows, header included).
     `label_column` None means the split has no labels (test files). `num_columns`
     is checked only for files without a header; a file with a header must have
-    every row as wide as its header.
+    every row as wide as its header, except that `skip_short_rows` skips (with a
+    warning) rows too short for the columns read, as the original's QQP reader does.
     """
 
     file: str
@@ -65,6 +71,7 @@ class SplitLayout:
     label_column: int | None = None
     guid_column: int | None = 0
     num_columns: int | None = None
+    skip_short_rows: bool = False
 
 
 # What every task reports besides its own metrics (eval_results.txt, and so model.ckpt-best).
@@ -218,8 +225,9 @@ TASKS: dict[str, TaskSpec] = {
             labels=BINARY_LABELS,
             splits={
                 # id qid1 qid2 question1 question2 is_duplicate; test: id question1 question2.
-                "train": SplitLayout("train.tsv", True, 3, 4, 5),
-                "dev": SplitLayout("dev.tsv", True, 3, 4, 5),
+                # The original skips train/dev rows too short for columns 3-5 (its try/except IndexError).
+                "train": SplitLayout("train.tsv", True, 3, 4, 5, skip_short_rows=True),
+                "dev": SplitLayout("dev.tsv", True, 3, 4, 5, skip_short_rows=True),
                 "test": SplitLayout("test.tsv", True, 1, 2),
             },
             metrics=("eval_accuracy", "f1"),
@@ -339,6 +347,7 @@ class GlueProcessor:
         min_width = max(c + 1 if c >= 0 else -c for c in used if c is not None)
         row_index = -1
         header: list[str] = []
+        skipped: list[int] = []  # line numbers of short rows skipped (skip_short_rows)
         for line_number, fields in read_tsv_rows(path):
             row_index += 1
             if layout.has_header and row_index == 0:
@@ -351,12 +360,17 @@ class GlueProcessor:
                     )
                 header = fields
                 continue
+            if layout.skip_short_rows and len(fields) < min_width:
+                skipped.append(line_number)
+                continue
             if len(fields) != width:
                 raise GlueDataError(
                     f"{path}:{line_number}: expected {width} tab-separated columns, "
                     f"found {len(fields)}: {_clip(fields)}" + _cr_hint(fields)
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
+        if skipped:
+            _warn_skipped_once(path, split, skipped, min_width)
         if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op
             raise GlueDataError(f"{path}:1: empty file: no rows of data"
                                 + (" after the header" if row_index == 0 else "") + _cr_hint(header))
@@ -405,6 +419,21 @@ class GlueProcessor:
 
     def get_test_examples(self, data_dir: str | os.PathLike) -> list[InputExample]:
         return self.get_examples(data_dir, "test")
+
+
+_warned_skips: set[tuple[str, str, tuple[int, ...]]] = set()
+
+
+def _warn_skipped_once(path: str, split: str, lines: list[int], min_width: int) -> None:
+    """One warning per file and process (a run reads a split several times: check, count, build)."""
+    key = (str(path), split, tuple(lines))
+    if key in _warned_skips:
+        return
+    _warned_skips.add(key)
+    shown = ", ".join(str(n) for n in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    logging.warning("%s: skipped %d row(s) with fewer than %d tab-separated columns, as the original's QQP "
+                    "reader does (lines %s); mend them to train or evaluate on them", path, len(lines),
+                    min_width, shown)
 
 
 def _cr_hint(fields: Sequence[str]) -> str:

@@ -255,3 +255,39 @@ def test_cr_only_line_endings_are_named_as_the_cause(tmp_path, write_tsv):
                      newline="\r")
     with pytest.raises(GlueDataError, match=rf"^{cola}:1: expected 4 .*found 7.*carriage return"):
         get_processor("cola").get_dev_examples(d)
+
+
+def test_qqp_rows_too_short_are_skipped_as_the_original_does_with_a_warning(tmp_path, write_tsv, monkeypatch):
+    """GLUE's 2018 QQP train file has a question broken by a newline: two rows short of the 6 columns.
+    The original's QQP reader skips them (try/except IndexError) and trains on the rest; refusing the file
+    left no way to train QQP on it without editing. Skipped here too, each line named in one warning."""
+    from albert_tf.glue import processors
+
+    warnings = []
+    monkeypatch.setattr(processors.logging, "warning", lambda fmt, *args: warnings.append(fmt % args))
+    d = tmp_path / "glue"
+    rows = [
+        ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+        ["1", "2", "3", "first?", "second?", "0"],
+        ["4", "5", "6", "a question broken"],  # the newline ended the row here
+        ['"', "by a newline?", "1"],
+        ["7", "8", "9", "third?", "fourth?", "1"],
+    ]
+    path = write_tsv(d / "QQP" / "train.tsv", rows)
+    # Independently: the rows with all 6 columns, after the header.
+    expected = [(r[3], r[4], r[5]) for r in rows[1:] if len(r) >= 6]
+    processor = get_processor("qqp")
+    for _ in range(2):  # a run reads a split several times; one warning
+        examples = processor.get_train_examples(d)
+        assert [(e.text_a, e.text_b, e.label) for e in examples] == expected
+    assert len(warnings) == 1
+    assert str(path) in warnings[0] and "skipped 2 row(s)" in warnings[0] and "lines 3, 4" in warnings[0]
+
+
+def test_qqp_test_rows_too_short_are_still_an_error(tmp_path, write_tsv):
+    """The original's QQP test reader has no try/except: a short test row crashed it. Here it is the usual
+    file:line error (a prediction row cannot be dropped from the submission)."""
+    d = tmp_path / "glue"
+    path = write_tsv(d / "QQP" / "test.tsv", [["id", "question1", "question2"], ["0", "a?", "b?"], ["1", "c?"]])
+    with pytest.raises(GlueDataError, match=rf"{path}:3: expected 3 tab-separated columns, found 2"):
+        get_processor("qqp").get_test_examples(d)
