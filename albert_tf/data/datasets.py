@@ -46,10 +46,11 @@ class LengthPolicy:
     multiple: int = batching.DEFAULT_MULTIPLE
     static: bool = False
     buckets: tuple[int, ...] | None = None
+    pad_reason: str = "--pad_to_max_length"  # why rows stay padded, for the log line
 
     def describe(self) -> str:
         if self.pad_to_max:
-            return "every row padded to max_seq_length (--pad_to_max_length)"
+            return f"every row padded to max_seq_length ({self.pad_reason})"
         if self.static:
             return f"static buckets {', '.join(map(str, self.buckets)) if self.buckets else '32 doubled up to max_seq_length'}"
         return f"each batch at its longest row rounded up to {self.multiple}"

@@ -163,7 +163,8 @@ class _Runner:
             log("%s keeps every row padded to max_seq_length (its head scores padding positions, as the "
                 "original: cut batches would change its numbers)%s", self.task.name,
                 f"; {', '.join(changed)} cannot cut them" if changed else "")
-        return datasets.LengthPolicy(padded, job.seq_length_multiple, static, job.seq_length_buckets)
+        reason = "--pad_to_max_length" if job.pad_to_max_length else f"{self.task.name}'s numbers depend on it"
+        return datasets.LengthPolicy(padded, job.seq_length_multiple, static, job.seq_length_buckets, reason)
 
     # ---- models ----
     def new_model(self):

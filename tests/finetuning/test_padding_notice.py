@@ -24,3 +24,13 @@ def test_the_padded_notice_is_a_warning_only_for_flags_it_ignores(flags, level, 
         _Runner(task, FineTuningJob(output_dir="", albert_config=CONFIG, **flags), None)
     (notice,) = [r for r in caplog.records if "keeps every row padded" in r.getMessage()]
     assert notice.levelno == level
+
+
+@pytest.mark.parametrize("pad_flag, reason", [(False, "SQuAD 1.1's numbers depend on it"),
+                                              (True, "--pad_to_max_length")])
+def test_the_batch_lengths_line_names_the_flag_only_when_it_was_given(pad_flag, reason):
+    """SQuAD 1.1 pads by default: its "Batch lengths" line named --pad_to_max_length, a flag the user never
+    gave."""
+    task = SquadTask(SquadSettings("unused.model", version_2=False), output_dir="")
+    runner = _Runner(task, FineTuningJob(output_dir="", albert_config=CONFIG, pad_to_max_length=pad_flag), None)
+    assert runner.lengths.describe() == f"every row padded to max_seq_length ({reason})"
