@@ -380,3 +380,37 @@ def test_a_kill_after_the_results_block_and_before_best_trial_does_not_repeat_th
     once = path.read_text()
     (path.parent / "best_trial.txt").write_text("10:20:0.75")  # as if killed before recording step 20
     assert evaluator.evaluate_pending() == 1 and path.read_text() == once
+
+
+@pytest.mark.parametrize("removals_before_the_kill", [0, 1, 2, 3])
+def test_a_kill_while_pruning_leaves_nothing_the_next_pruning_misses(tmp_path, monkeypatch, removals_before_the_kill):
+    """keep_checkpoint_max=2: saving step 6 prunes step 2 (its data shard, index and input position). A kill
+    after any number of its removals (here: the next removal raises) must leave step 2's remains where the next
+    save's pruning finds them: the index went first before, and the input position left behind was no
+    checkpoint's, so it stayed for good."""
+    def save_with_input(step):
+        prefix = files.write_checkpoint_atomically(make_checkpoint(float(step)),
+                                                   files.checkpoint_prefix(str(tmp_path), step))
+        files.write_checkpoint_atomically(tf.train.Checkpoint(p=tf.Variable(step)), prefix + ".input-0")
+        return prefix
+
+    for step in (2, 4):
+        files.update_state_file(str(tmp_path), save_with_input(step), 2)
+    six = save_with_input(6)
+    remove, done = tf.io.gfile.remove, []
+
+    def killed(path):
+        if len(done) == removals_before_the_kill:
+            raise KeyboardInterrupt  # stands for the SIGKILL
+        done.append(path)
+        remove(path)
+
+    monkeypatch.setattr(tf.io.gfile, "remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        files.update_state_file(str(tmp_path), six, 2)
+    monkeypatch.undo()
+    assert tf.train.latest_checkpoint(str(tmp_path)) == six
+    files.update_state_file(str(tmp_path), save_with_input(8), 2)  # the rerun's next save
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "checkpoint") == sorted(
+        f"model.ckpt-{step}{suffix}" for step in (6, 8) for suffix in (
+            ".index", ".data-00000-of-00001", ".input-0.index", ".input-0.data-00000-of-00001"))
