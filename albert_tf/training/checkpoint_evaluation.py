@@ -19,8 +19,8 @@ from absl import logging
 from albert_tf.errors import RunError
 from albert_tf.fileio import atomic_write_text
 from albert_tf.training import faults
-from albert_tf.training.results import (EVAL_RESULTS_FILE, ResultsLayout, format_value, read_run_text,
-                                       write_eval_results)
+from albert_tf.training.results import (EVAL_RESULTS_FILE, ResultsLayout, format_eval_results, format_value,
+                                       read_run_text, write_eval_results)
 from albert_tf.weights import files
 
 BEST_TRIAL_FILENAME = "best_trial.txt"
@@ -202,5 +202,18 @@ class CheckpointEvaluator:
         if not self.writes:
             return
         # eval_results.txt first: a failed write leaves the step unrecorded, so a rerun evaluates it again.
-        self.keeper.update(path, results,
-                           lambda best: write_eval_results(self.results_path, results, self.layout, best))
+        self.keeper.update(path, results, lambda best: self._write_block(results, best))
+
+    def _write_block(self, results: Mapping[str, Any], best: float | None) -> None:
+        """Adds the block of ``results`` to eval_results.txt, unless the file already ends with that very
+        block: a run killed after writing it and before ``best_trial.txt`` recorded the step left it there,
+        and the rerun evaluates that checkpoint again (the same numbers: resume is exact). Appending it again
+        repeated the block, which an uninterrupted run's file does not have."""
+        block = format_eval_results(results, self.layout, best)
+        if self.layout.append:
+            previous = read_run_text(self.results_path) or ""
+            if previous == block or previous.endswith("\n" + block):
+                logging.info("%s already ends with this evaluation's block (a run stopped before recording "
+                             "it): not adding it again.", self.results_path)
+                return
+        write_eval_results(self.results_path, results, self.layout, best)

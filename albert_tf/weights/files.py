@@ -291,7 +291,11 @@ def delete_checkpoint(prefix: str) -> None:
     share its name)."""
     if prefix.endswith(BEST_BASENAME):
         return
-    for f in files_extending(prefix, _DATA_SHARD, ".index", f".input-*{_DATA_SHARD}", ".input-*.index"):
+    # The model's index last, as a save writes it last: a deletion a kill cuts short leaves an index, so the
+    # checkpoint is still found (damaged: never resumed from) and the next pruning finishes it. With the index
+    # gone first, the input positions and data shards left behind were no checkpoint's and stayed for good.
+    doomed = files_extending(prefix, f".input-*{_DATA_SHARD}", ".input-*.index", _DATA_SHARD, ".index")
+    for f in sorted(doomed, key=lambda f: (".input-" not in f[len(prefix):], f == prefix + ".index")):
         try:
             tf.io.gfile.remove(f)
         except tf.errors.NotFoundError:

@@ -333,3 +333,84 @@ def test_a_best_an_earlier_version_wrote_as_float64_ties_with_the_equal_float32(
     assert not keeper.update(str(tmp_path / "model.ckpt-200"), {metric: np.float32(fraction)})
     assert tf.train.load_variable(str(tmp_path / "model.ckpt-best"), "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 100.0
     assert (tmp_path / "best_trial.txt").read_text().split(":")[:2] == ["200", "100"]
+
+
+def test_a_kill_after_the_results_block_and_before_best_trial_does_not_repeat_the_block(tmp_path, monkeypatch):
+    """The run is killed (here: the write raises) after eval_results.txt got step 20's block and before
+    best_trial.txt recorded step 20. The rerun evaluates step 20 again (same numbers) and must not add its
+    block a second time: the file ends as an uninterrupted run's, block for block."""
+    layout = results.ResultsLayout(best_line=True, separator="=" * 50)
+
+    def evaluate(path):
+        return {"accuracy": {10: 0.5, 20: 0.75, 30: 0.25}[files.step_of(path)], "global_step": files.step_of(path)}
+
+    whole = tmp_path / "whole"
+    for step in (10, 20, 30):
+        save(whole, step, float(step))
+    checkpoint_evaluation.CheckpointEvaluator(str(whole), evaluate, "accuracy", layout).evaluate_pending()
+
+    out = tmp_path / "killed"
+    for step in (10, 20, 30):
+        save(out, step, float(step))
+    real_write = checkpoint_evaluation.atomic_write_text
+
+    def killed_at_step_20(path, text):
+        if path.endswith("best_trial.txt") and text.startswith("20:"):
+            raise KeyboardInterrupt  # stands for the SIGKILL: nothing after it runs
+        return real_write(path, text)
+
+    monkeypatch.setattr(checkpoint_evaluation, "atomic_write_text", killed_at_step_20)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint_evaluation.CheckpointEvaluator(str(out), evaluate, "accuracy", layout).evaluate_pending()
+    monkeypatch.undo()
+    assert (out / "best_trial.txt").read_text() == "10:10:0.5"  # step 20 not recorded
+    assert (out / "eval_results.txt").read_text().count("global_step = 20") == 1  # but its block is there
+    rerun = checkpoint_evaluation.CheckpointEvaluator(str(out), evaluate, "accuracy", layout)
+    assert rerun.evaluate_pending() == 2  # 20 again, then 30
+    assert (out / "eval_results.txt").read_text() == (whole / "eval_results.txt").read_text()
+    assert (out / "best_trial.txt").read_text() == (whole / "best_trial.txt").read_text() == "30:20:0.75"
+    # Pretraining's layout (no separator, no best line) too.
+    plain = results.ResultsLayout(sort_keys=True)
+    path = tmp_path / "plain" / "eval_results.txt"
+    path.parent.mkdir()
+    for step in (10, 20):
+        save(path.parent, step, float(step))
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(str(path.parent), evaluate, "accuracy", plain)
+    evaluator.evaluate_pending()
+    once = path.read_text()
+    (path.parent / "best_trial.txt").write_text("10:20:0.75")  # as if killed before recording step 20
+    assert evaluator.evaluate_pending() == 1 and path.read_text() == once
+
+
+@pytest.mark.parametrize("removals_before_the_kill", [0, 1, 2, 3])
+def test_a_kill_while_pruning_leaves_nothing_the_next_pruning_misses(tmp_path, monkeypatch, removals_before_the_kill):
+    """keep_checkpoint_max=2: saving step 6 prunes step 2 (its data shard, index and input position). A kill
+    after any number of its removals (here: the next removal raises) must leave step 2's remains where the next
+    save's pruning finds them: the index went first before, and the input position left behind was no
+    checkpoint's, so it stayed for good."""
+    def save_with_input(step):
+        prefix = files.write_checkpoint_atomically(make_checkpoint(float(step)),
+                                                   files.checkpoint_prefix(str(tmp_path), step))
+        files.write_checkpoint_atomically(tf.train.Checkpoint(p=tf.Variable(step)), prefix + ".input-0")
+        return prefix
+
+    for step in (2, 4):
+        files.update_state_file(str(tmp_path), save_with_input(step), 2)
+    six = save_with_input(6)
+    remove, done = tf.io.gfile.remove, []
+
+    def killed(path):
+        if len(done) == removals_before_the_kill:
+            raise KeyboardInterrupt  # stands for the SIGKILL
+        done.append(path)
+        remove(path)
+
+    monkeypatch.setattr(tf.io.gfile, "remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        files.update_state_file(str(tmp_path), six, 2)
+    monkeypatch.undo()
+    assert tf.train.latest_checkpoint(str(tmp_path)) == six
+    files.update_state_file(str(tmp_path), save_with_input(8), 2)  # the rerun's next save
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "checkpoint") == sorted(
+        f"model.ckpt-{step}{suffix}" for step in (6, 8) for suffix in (
+            ".index", ".data-00000-of-00001", ".input-0.index", ".input-0.data-00000-of-00001"))
