@@ -4,7 +4,8 @@ what is wrong (file, flag, value), exit status 1, no traceback.
 Bad flags, data, configs and checkpoints raise ValueError subclasses
 (ConfigError, CheckpointError, GlueDataError, SquadFormatError, ...); files that
 cannot be read or written raise OSError or TensorFlow's OpError; a diverged run
-raises a `RunError` (NonFiniteLossError). Anything else is a bug and keeps its traceback.
+raises a `RunError` (NonFiniteLossError). Ctrl-C is one line too (exit 130). Anything else is a
+bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, Mapping
 from albert_tf.errors import RunError
 
 EXIT_USER_ERROR = 1
+EXIT_INTERRUPTED = 128 + 2  # SIGINT's number: what a shell reports for a process Ctrl-C ended
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -51,6 +53,13 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
         except _user_errors() as err:
             print(f"{driver}: error: {error_line(err)}", file=sys.stderr)
             return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            # Ctrl-C outside the training loop (which stops after its step and says so itself), or a second
+            # one inside it: one line and the status of a process SIGINT ended, not a traceback.
+            print(f"{driver}: interrupted (SIGINT) before it finished; its files are written whole or not at "
+                  "all: rerun the same command to finish (training resumes from its last checkpoint)",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
 
     return wrapper
 
