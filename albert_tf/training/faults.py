@@ -126,6 +126,9 @@ def op_error_reason(err: BaseException) -> str:
     # user-defined function passed to MapDataset:1 transformation with iterator: Iterator::Root::...: ":
     # TensorFlow's words, not the user's.
     text = re.sub(r"Error in user-defined function passed to \S+ transformation with iterator: \S+:\s*", "", text)
+    # A remote call's error ends with gRPC's details ("Additional GRPC error information from remote target
+    # /job:worker/... while calling ...: {grpc_status:14, grpc_message:...}"), which repeat the words before them.
+    text = re.sub(r"(?<=\S)\s+Additional GRPC error information from remote target .*$", "", text, flags=re.DOTALL)
     return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]( name:.*$)?|\{\{[^}]*\}\}", "", text).strip()
 
 
