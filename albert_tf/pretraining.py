@@ -153,6 +153,7 @@ def pretraining_task(
         train_dataset_fn=dataset_fn(train_batch_size, True) if input_file else None,
         eval_dataset_fn=dataset_fn(eval_batch_size, False) if input_file else None,
         init_fn=init_fn if init_checkpoint else None,
+        init_flag="--init_checkpoint" if init_checkpoint else None,
         loss_denominators_fn=loss_denominators,
         train_data=f"--input_file={input_file}",
         train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
