@@ -574,14 +574,14 @@ import json, resource, sys
 from absl import flags
 from albert_tf.drivers import run_classifier  # noqa: F401  (its flags)
 from albert_tf.config import AlbertConfig
-from albert_tf.drivers.finetuning import check_weights_fit
+from albert_tf.drivers.finetuning import check_weights_fit, unused_weights_flag
 init, config_file, out = sys.argv[1:]
 flags.FLAGS(["run_classifier.py", f"--init_checkpoint={init}", f"--albert_config_file={config_file}",
              f"--output_dir={out}", "--do_train"])
 config = AlbertConfig.from_json_file(config_file)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    check_weights_fit(flags.FLAGS, config)
+    check_weights_fit(flags.FLAGS, config, unused_weights_flag(flags.FLAGS))
     error = None
 except ValueError as e:
     error = str(e)
