@@ -346,7 +346,8 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     """
     if hf.is_hf_checkpoint(path):
         return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
-                                  init_from_group0=init_from_group0, other_heads_start_fresh=other_heads_start_fresh)
+                                  init_from_group0=init_from_group0, other_heads_start_fresh=other_heads_start_fresh,
+                                  converted_model=converted_model)
     prefix, reader, fmt, keys, model_names, sources, missing_allowed, other_head = _plan(
         model, path, allow_missing_heads, init_from_group0, other_heads_start_fresh=other_heads_start_fresh,
         converted_model=converted_model)
@@ -376,15 +377,16 @@ def _config_notes(model_config, checkpoint: hf.HFCheckpoint) -> list[str]:
 
 
 def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], expected: tuple,
-                found: Optional[tuple]) -> str:
+                found: Optional[tuple], converted_model: str | None = None) -> str:
     """One line naming the file and the Hugging Face tensor, shapes in its layout."""
     def hf_layout(shape, transposed):
         return list(reversed(shape)) if transposed else list(shape)
 
     if found is not None:
         hf_name, file, transposed = checkpoint.origin[source]
+        hint = name_table.mismatch_hint(name, expected, found, converted_model=converted_model)
         return (f"{file}: tensor {hf_name} has shape {hf_layout(found, transposed)}, expected "
-                f"{hf_layout(expected, transposed)}; {name_table.mismatch_hint(name, expected, found)}")
+                f"{hf_layout(expected, transposed)}; {hint}")
     mapped = name_table.hf_name(name)
     if mapped is None:
         return f"{checkpoint.weights_path}: Hugging Face has no counterpart of {name}, which the model needs"
@@ -402,7 +404,8 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
 
 
 def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_heads: bool = False,
-                       init_from_group0: bool = False, other_heads_start_fresh: bool = False) -> LoadReport:
+                       init_from_group0: bool = False, other_heads_start_fresh: bool = False,
+                       converted_model: str | None = None) -> LoadReport:
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
@@ -425,7 +428,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     if other_head:
         missing_allowed = _head_starts_fresh(model_names, sources, missing_allowed, is_head)
     if problems:
-        raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
+        raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found, converted_model)
                                         for name, expected, found in problems))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(checkpoint.weights_path, [checkpoint.origin[k][0] for k in checkpoint.tensors
