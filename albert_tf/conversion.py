@@ -147,12 +147,13 @@ def _open(source: _Source, kind: str, config_file: Optional[str], allow_missing_
     config = _config(config_file, source)
     kind = _detect_kind(source) if kind == kinds.AUTO else kinds.get(kind)
     model = kind.build(config, **(kind.build_options(source) if kind.build_options else {}))
+    # (a head's hints in the kind's words: no task runs here, and convert_checkpoint.py has no --do_train)
     if source.hf_checkpoint is not None:
         report = load_hf_checkpoint(model, source.hf_checkpoint, allow_missing_heads=allow_missing_heads,
-                                    init_from_group0=init_from_group0)
+                                    init_from_group0=init_from_group0, converted_model=kind.name)
     else:
         report = load_checkpoint(model, source.path, allow_missing_heads=allow_missing_heads,
-                                 init_from_group0=init_from_group0)
+                                 init_from_group0=init_from_group0, converted_model=kind.name)
     return Opened(kind, model, report, config, source.format)
 
 

@@ -153,6 +153,7 @@ def pretraining_task(
         train_dataset_fn=dataset_fn(train_batch_size, True) if input_file else None,
         eval_dataset_fn=dataset_fn(eval_batch_size, False) if input_file else None,
         init_fn=init_fn if init_checkpoint else None,
+        init_flag="--init_checkpoint" if init_checkpoint else None,
         loss_denominators_fn=loss_denominators,
         train_data=f"--input_file={input_file}",
         train_data_fingerprint=files_fingerprint(input_file) if input_file else 0,
@@ -202,27 +203,43 @@ VOCAB_MISMATCH = "token id out of range"
 def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq: int,
                   count: int = 256) -> list[dict[str, np.ndarray]]:
     """The first ``count`` records, parsed with ``token_boundary`` (what online masking checks before any
-    work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line."""
+    work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line. A file cut
+    short is named with the record and byte it ends in, as `check_first_records` does."""
     from albert_tf.training import faults
 
-    dataset = tf.data.TFRecordDataset(pretraining_files(input_file)).take(count).map(
-        lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
-    try:
-        return [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        # Only a missing feature: records of other lengths also name token_boundary ("Key: token_boundary.
-        # Can't parse serialized Example"), the first feature of the wrong size.
-        if re.search(r"Feature: token_boundary \(.*\) is required but could not be found", str(e)):
-            raise ValueError(
-                f"--masked_lm_budget: online masking needs each record's token_boundary, which "
-                f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): make the "
-                f"records with this project's or ALBERT's tool, or train on their own masks with "
-                f"--masked_lm_budget=0") from None
-        if not faults.is_data_error(e):
-            raise
-        raise ValueError(f"reading --input_file={input_file} failed: {faults.op_error_reason(e)}: a file is "
-                         f"damaged, or was written for other settings (--max_seq_length, "
-                         f"--max_predictions_per_seq)") from None
+    records: list[dict[str, np.ndarray]] = []
+    # File by file (the order TFRecordDataset reads them in): a read error then names its file.
+    for path in pretraining_files(input_file):
+        wanted = count - len(records)
+        if wanted <= 0:
+            break
+        dataset = tf.data.TFRecordDataset(path).take(wanted).map(
+            lambda r: pretraining_features.parse_example(r, max_seq_length, max_predictions_per_seq))
+        try:
+            read = [tf.nest.map_structure(lambda t: t.numpy(), f) for f in dataset]
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            # Only a missing feature: records of other lengths also name token_boundary ("Key: token_boundary.
+            # Can't parse serialized Example"), the first feature of the wrong size.
+            if re.search(r"Feature: token_boundary \(.*\) is required but could not be found", str(e)):
+                raise ValueError(
+                    f"--masked_lm_budget: online masking needs each record's token_boundary, which "
+                    f"--input_file={input_file} lacks (records from BERT's create_pretraining_data.py?): make the "
+                    f"records with this project's or ALBERT's tool, or train on their own masks with "
+                    f"--masked_lm_budget=0") from None
+            if not faults.is_data_error(e):
+                raise
+            if faults.is_framing_error(e):  # where: TensorFlow's "truncated record at 2713" names no file
+                found = damaged_file(path)  # (stops at the first bad record: within the few read)
+                raise ValueError(f"--input_file: {path}: {found or faults.op_error_reason(e)}") from None
+            raise ValueError(f"reading --input_file={input_file} failed: {faults.op_error_reason(e)}: a file is "
+                             f"damaged, or was written for other settings (--max_seq_length, "
+                             f"--max_predictions_per_seq)") from None
+        records.extend(read)
+        # Read to its end: TensorFlow takes a file cut inside a record header for a shorter whole file.
+        found = cut_short_problem(path) if len(read) < wanted else None
+        if found:
+            raise ValueError(f"--input_file: {path}: {found}")
+    return records
 
 
 def find_mask_id(input_file: str, records: list[dict[str, np.ndarray]]) -> int:
@@ -339,8 +356,9 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
             return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
         # A file cut short: TensorFlow read one cut inside a record header as a shorter whole file, silently, and
         # one cut inside the data failed at that record with its own words. Only the tail is read (unless cut).
-        if tfrecord.cut_short(path):
-            return damaged_file(path, check_data=False) or f"truncated: it ends inside a record; {REMAKE}"
+        found = cut_short_problem(path)
+        if found:
+            return found
         # An empty file has no record to check (every file empty is refused where the data is read).
         return record_problem(first[0], max_seq_length, max_predictions_per_seq) if first else None
 
@@ -361,6 +379,14 @@ def damaged_file(path: str, check_data: bool = True) -> str | None:
     if where is None:
         return None
     return f"{'truncated' if where.startswith('it ends') else 'damaged'}: {where}; {REMAKE}"
+
+
+def cut_short_problem(path: str) -> str | None:
+    """``truncated: ...`` when a TFRecord file ends inside a record (`tfrecord.cut_short`: reads the file's tail
+    only, and the whole file only when it is cut, to say where), else None."""
+    if not tfrecord.cut_short(path):
+        return None
+    return damaged_file(path, check_data=False) or f"truncated: it ends inside a record; {REMAKE}"
 
 
 # How long a failed run may spend reading its data again to name the damaged file (a pretraining corpus

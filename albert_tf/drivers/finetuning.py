@@ -81,10 +81,10 @@ def define_length_flags() -> None:
                       "resumable sampler): less padding, other batch composition.")
 
 
-def stage_flag_problems(f: flags.FlagValues) -> list[str]:
+def stage_flag_problems(f: flags.FlagValues, unused: str | None) -> list[str]:
     """What is wrong with the flags of the stages the run asks for (the training flags, in every
     mode; each stage's batch size; the weights to start from), each problem naming the flag as typed;
-    warns of a warmup longer than training."""
+    warns of a warmup longer than training. ``unused``: the run's ``unused_weights_flag`` (warned of here)."""
     from albert_tf.training.flags import count_flag_problems, training_flag_problems, warn_if_warmup_outlasts_training
 
     # The training flags are checked in every mode: an eval or predict run builds the same loop (its batch
@@ -98,7 +98,6 @@ def stage_flag_problems(f: flags.FlagValues) -> list[str]:
         problems += count_flag_problems(f, "predict_batch_size")
     if "dropout_prob" in f and not 0 <= f.dropout_prob < 1:  # the model is built in every stage
         problems.append(f"--dropout_prob must be in [0, 1), got {f.dropout_prob}")
-    unused = unused_weights_flag(f)
     if unused:  # a resumed run's: its own checkpoints make the flag's weights unused, whatever state they are in
         logging.warning("%s", unused)
         return problems
@@ -125,7 +124,8 @@ def unused_weights_flag(f: flags.FlagValues) -> str | None:
     one, or stops); without, also ``model.ckpt-best`` or a ``best_trial.txt`` naming a best step, and for an
     evaluation-only run the checkpoints the state file lists. Only then are the flag's weights left unchecked
     (``stage_flag_problems``, ``check_weights_fit``): a re-run of an interrupted run's command resumes even when
-    they are gone, damaged or of another config. A fresh run's are checked, and refused in one line."""
+    they are gone, damaged or of another config. A fresh run's are checked, and refused in one line.
+    A driver asks once a run (it looks into ``--output_dir``) and hands the answer to each check and the job."""
     from albert_tf.fileio import absolute
     from albert_tf.finetuning.runner import own_weights_ahead_of_init
 
@@ -140,9 +140,9 @@ def unused_weights_flag(f: flags.FlagValues) -> str | None:
     return f"--{flag}={f[flag].value} is not used: the run {how} in --output_dir (the newest: {own})"
 
 
-def check_stage_flags(f: flags.FlagValues) -> None:
+def check_stage_flags(f: flags.FlagValues, unused: str | None) -> None:
     """``stage_flag_problems`` as one error line, before any work."""
-    problems = stage_flag_problems(f)
+    problems = stage_flag_problems(f, unused)
     if problems:
         raise ValueError("; ".join(problems))
 
@@ -184,9 +184,11 @@ def _check_weights(flag: str, path: str) -> None:
         raise ValueError(f"--{flag}: {e}") from None
 
 
-def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vocab_file: str | None):
+def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vocab_file: str | None,
+                             unused: str | None):
     """``--albert_config_file``, checked against the tokenizer's vocabulary, ``--max_seq_length`` and the
-    weights to start from (and ``--do_lower_case`` against the tokenizer's casing: a warning)."""
+    weights to start from unless ``unused`` (``unused_weights_flag``; and ``--do_lower_case`` against the
+    tokenizer's casing: a warning)."""
     from albert_tf.config import AlbertConfig
     from albert_tf.tokenization.spm import warn_if_capitals_become_unknown
     from albert_tf.vocab_check import check_tokenizer
@@ -195,11 +197,11 @@ def albert_config_from_flags(f: flags.FlagValues, spm_model_file: str | None, vo
     check_tokenizer(spm_model_file, vocab_file, config.vocab_size, f.albert_config_file)
     warn_if_capitals_become_unknown(spm_model_file, f.do_lower_case)
     check_max_seq_length(f.max_seq_length, config.max_position_embeddings)
-    check_weights_fit(f, config)
+    check_weights_fit(f, config, unused)
     return config
 
 
-def check_weights_fit(f: flags.FlagValues, config) -> None:
+def check_weights_fit(f: flags.FlagValues, config, unused: str | None) -> None:
     """That the encoder weights of ``--init_checkpoint`` (or ``--albert_hub_module_handle``) fit ``config`` when the
     run starts from them (not when it resumes from its own checkpoints: ``unused_weights_flag``), as one line naming
     the flag, the first weight that does not and --albert_config_file. They were first read after the features were
@@ -213,7 +215,7 @@ def check_weights_fit(f: flags.FlagValues, config) -> None:
     from albert_tf.weights.errors import another_config_line
     from albert_tf.weights.hf import is_hf_checkpoint
 
-    if unused_weights_flag(f):  # the run starts from its own checkpoint (stage_flag_problems warned)
+    if unused:  # the run starts from its own checkpoint (stage_flag_problems warned)
         return
     path = init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle)
     if not path:
@@ -249,10 +251,10 @@ def _variables_without_values(config):
     return encoder
 
 
-def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_steps: int, do_eval: bool,
-                   eval_batch_size: int, export_dir: str | None = None):
+def job_from_flags(f: flags.FlagValues, config, unused: str | None, *, num_train_steps: int, warmup_steps: int,
+                   do_eval: bool, eval_batch_size: int, export_dir: str | None = None):
     """The ``FineTuningJob`` of the flags every fine-tuning driver has (the stages, the weights to
-    start from, the loop's settings and the optimizer)."""
+    start from, unless ``unused``: ``unused_weights_flag``, the loop's settings and the optimizer)."""
     from albert_tf.data.batching import DEFAULT_MULTIPLE
     from albert_tf.fileio import absolute
     from albert_tf.finetuning import FineTuningJob
@@ -279,7 +281,7 @@ def job_from_flags(f: flags.FlagValues, config, *, num_train_steps: int, warmup_
         do_predict=f.do_predict,
         export_dir=export_dir,
         # Unused weights as given (the runner reads them only when the run has no checkpoint of its own)
-        init_checkpoint=(f.init_checkpoint or f.albert_hub_module_handle or None) if unused_weights_flag(f)
+        init_checkpoint=(f.init_checkpoint or f.albert_hub_module_handle or None) if unused
         else init_checkpoint_from_flags(f.init_checkpoint, f.albert_hub_module_handle),
         init_flag=f"--{weights_flag(f)}",
         train=train,

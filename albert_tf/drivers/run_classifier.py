@@ -29,7 +29,7 @@ from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
                                           define_serving_precision_flag, define_stage_flags,
                                           define_text_signature_flag, finetuning_main,
-                                          job_from_flags, refuse_flags_of_another_mode)
+                                          job_from_flags, refuse_flags_of_another_mode, unused_weights_flag)
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
@@ -91,7 +91,8 @@ def task_and_job_from_flags():
     from albert_tf.tokenization import FullTokenizer, tokenizer_fingerprint
 
     require_flags(FLAGS, *REQUIRED)
-    check_stage_flags(FLAGS)
+    unused = unused_weights_flag(FLAGS)  # once a run (it looks into --output_dir): the checks and the job follow it
+    check_stage_flags(FLAGS, unused)
     if FLAGS.task_name.strip().lower() == custom.TASK_NAME:
         processor = custom_processor_from_flags()
     else:
@@ -111,8 +112,8 @@ def task_and_job_from_flags():
     if FLAGS.export_dir and FLAGS.text_signature and not FLAGS.spm_model_file:  # before training, not after it
         raise ValueError("--export_dir: the raw-text signature needs --spm_model_file (SentencePiece model); "
                          "a WordPiece --vocab_file cannot be exported with it (--notext_signature exports without it)")
-    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
-    job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
+    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file, unused)
+    job = job_from_flags(FLAGS, config, unused, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)
     task = GlueTask(
         processor=processor,

@@ -22,7 +22,7 @@ from absl import flags
 
 from albert_tf.cli import entry_point, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_flags, define_model_flags,
-                                          define_stage_flags, finetuning_main, job_from_flags)
+                                          define_stage_flags, finetuning_main, job_from_flags, unused_weights_flag)
 from albert_tf.training.flags import define_flags
 
 FLAGS = flags.FLAGS
@@ -62,15 +62,16 @@ def task_and_job_from_flags():
 
     levels_to_read(FLAGS.high_only, FLAGS.middle_only)  # both set: one line before any work
     require_flags(FLAGS, *REQUIRED)
-    check_stage_flags(FLAGS)
+    unused = unused_weights_flag(FLAGS)  # once a run (it looks into --output_dir): the checks and the job follow it
+    check_stage_flags(FLAGS, unused)
     if FLAGS.task_name.lower() != "race":
         raise ValueError(f"--task_name={FLAGS.task_name}: run_race.py runs RACE only")
     if not is_dir(FLAGS.data_dir):
         raise ValueError(f"--data_dir={FLAGS.data_dir}: no such directory (expected one holding "
                          f"RACE/{{train,dev,test}}/{{middle,high}}/*.txt)")
-    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file)
+    config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file, unused)
     check_lengths(FLAGS.max_seq_length, FLAGS.max_qa_length)
-    job = job_from_flags(FLAGS, config, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
+    job = job_from_flags(FLAGS, config, unused, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size)
     task = RaceTask(
         data_dir=FLAGS.data_dir,

@@ -49,7 +49,7 @@ from absl import flags, logging
 from albert_tf.cli import entry_point, reports_errors, require_flags
 from albert_tf.drivers.finetuning import (albert_config_from_flags, define_model_flags, define_serving_precision_flag,
                                           define_stage_flags, job_from_flags, refuse_flags_of_another_mode,
-                                          run_and_report, stage_flag_problems)
+                                          run_and_report, stage_flag_problems, unused_weights_flag)
 from albert_tf.fileio import absolute, is_dir, is_file
 from albert_tf.training.flags import define_flags
 
@@ -92,7 +92,7 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
                    "windows, see null_odds.json) exceeds this.")
 
 
-def _validate(config) -> list[str]:
+def _validate(config, unused: str | None) -> list[str]:
     f = FLAGS
     problems = []
     if not f.do_train and not f.do_predict and not f.export_dir:
@@ -110,7 +110,7 @@ def _validate(config) -> list[str]:
         problems.append(f"--num_train_epochs must be > 0, got {f.num_train_epochs}")
     if f.do_train and not f.warmup_proportion >= 0:
         problems.append(f"--warmup_proportion must be >= 0, got {f.warmup_proportion}")
-    problems.extend(stage_flag_problems(f))
+    problems.extend(stage_flag_problems(f, unused))
     if f.do_predict and not f.predict_file:
         problems.append("--do_predict needs --predict_file")
     for name in ("train_file", "predict_file"):
@@ -156,7 +156,8 @@ def task_and_job_from_flags():
     if not f.version_2_with_negative:
         refuse_flags_of_another_mode(f, V2_ONLY_FLAGS, "SQuAD 2.0 (--version_2_with_negative)",
                                      "this run is SQuAD 1.1")
-    problems = _validate(AlbertConfig.from_json_file(f.albert_config_file))
+    unused = unused_weights_flag(f)  # once a run (it looks into --output_dir): the checks and the job follow it
+    problems = _validate(AlbertConfig.from_json_file(f.albert_config_file), unused)
     if problems:
         raise ValueError("; ".join(problems))
     # Both files read before any work: an empty or malformed predict file is not found after training.
@@ -165,7 +166,7 @@ def task_and_job_from_flags():
     predict_data = load_questions(f.predict_file) if f.do_predict else None
     if predict_data is not None:
         _warn_if_other_version("predict_file", predict_data)
-    config = albert_config_from_flags(f, f.spm_model_file, None)
+    config = albert_config_from_flags(f, f.spm_model_file, None, unused)
     settings = SquadSettings(
         spm_model_file=f.spm_model_file, version_2=f.version_2_with_negative,
         do_lower_case=f.do_lower_case, max_seq_length=f.max_seq_length,
@@ -185,7 +186,7 @@ def task_and_job_from_flags():
     steps = 1
     if f.do_train:
         steps = num_train_steps(task.num_train_examples(), f.train_batch_size, f.num_train_epochs)
-    job = job_from_flags(f, config, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
+    job = job_from_flags(f, config, unused, num_train_steps=steps, warmup_steps=int(steps * f.warmup_proportion),
                          do_eval=select, eval_batch_size=f.predict_batch_size, export_dir=f.export_dir)
     return task, job
 

@@ -232,6 +232,7 @@ class _Runner:
             train_dataset_fn=datasets.train_dataset_fn(train.cached, config.train_batch_size, config.seed,
                                                        self.task.shuffle_buffer, self.lengths, job.group_by_length),
             init_fn=fine_tuning_init(job.init_checkpoint, job.init_flag),
+            init_flag=job.init_flag if job.init_checkpoint else None,
             train_data=f"the feature cache {train.cached.record_file} (move it away and it is built again)",
         )
         trainer = Trainer(loop_task, self.strategy, job.optimizer_fn, config)

@@ -293,6 +293,9 @@ def _wait_for_key(coordination, key: str, address: str) -> str | None:
             if not _accepts_connections(address):
                 return f"its process at {address} is gone"
         except tf.errors.OpError as e:
+            # A process gone is gRPC's "failed to connect ... Connection refused" (UnavailableError): said as above.
+            if not _accepts_connections(address):
+                return f"its process at {address} is gone"
             return f"{type(e).__name__}: {op_error_reason(e)}"
 
 

@@ -82,12 +82,13 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.1f} MiB"
 
 
-def last_good_checkpoint(path: str | None) -> str:
-    """How the NaN guard's line ends: the checkpoint a rerun resumes from, or what to do without one."""
+def last_good_checkpoint(path: str | None, init_flag: str | None = None) -> str:
+    """How the NaN guard's line ends: the checkpoint a rerun resumes from, or what to do without one
+    (``init_flag``: the flag the run's starting weights came from, as the user gave it; None: none given)."""
     if path:
         return f"the last good one is {path}."
-    return ("there is no checkpoint yet, so a rerun starts again from step 0: lower --learning_rate, "
-            "check --init_checkpoint and the input data.")
+    check = f"check {init_flag} and the input data" if init_flag else "check the input data"
+    return f"there is no checkpoint yet, so a rerun starts again from step 0: lower --learning_rate, {check}."
 
 
 def resume_point(path: str | None) -> str:
@@ -126,6 +127,9 @@ def op_error_reason(err: BaseException) -> str:
     # user-defined function passed to MapDataset:1 transformation with iterator: Iterator::Root::...: ":
     # TensorFlow's words, not the user's.
     text = re.sub(r"Error in user-defined function passed to \S+ transformation with iterator: \S+:\s*", "", text)
+    # A remote call's error ends with gRPC's details ("Additional GRPC error information from remote target
+    # /job:worker/... while calling ...: {grpc_status:14, grpc_message:...}"), which repeat the words before them.
+    text = re.sub(r"(?<=\S)\s+Additional GRPC error information from remote target .*$", "", text, flags=re.DOTALL)
     return re.sub(r"\s*\[\[[^\]]*\]\]|\s*\[Op:[^\]]*\]( name:.*$)?|\{\{[^}]*\}\}", "", text).strip()
 
 

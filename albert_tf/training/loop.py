@@ -85,6 +85,8 @@ class Task:
       saved in other files is not restored (the stream is fast-forwarded instead).
     init_fn: ``init_fn(model)``, run only when ``output_dir`` has no checkpoint yet
       (e.g. loading ``--init_checkpoint``).
+    init_flag: the flag ``init_fn``'s weights come from, as the user gave it (``--init_checkpoint``,
+      ``--albert_hub_module_handle``), for lines about them; None: the run starts from no given weights.
     loss_denominators_fn: optional ``fn(features) -> {name: scalar}``, sums over the
       batch's examples (e.g. the MLM weights).  When given, training calls
       ``loss_fn(model, features, True, denominators=...)`` with those sums over the whole
@@ -99,6 +101,7 @@ class Task:
     train_dataset_fn: DatasetFn | None = None
     eval_dataset_fn: DatasetFn | None = None
     init_fn: Callable[[keras.Model], None] | None = None
+    init_flag: str | None = None
     loss_denominators_fn: Callable[[Any], Mapping[str, tf.Tensor]] | None = None
     train_data: str = "the training data"
     train_data_fingerprint: int = 0
@@ -424,7 +427,7 @@ class Trainer:
                     raise NonFiniteLossError(
                         f"loss {float(out['last_loss'])} (or its gradient) is NaN/Inf at step {step}; training "
                         f"stopped. No checkpoint of this state was written; "
-                        f"{faults.last_good_checkpoint(self.policy.last_intact())}")
+                        f"{faults.last_good_checkpoint(self.policy.last_intact(), self.task.init_flag)}")
                 interval.add(out, timed=not first_call)
                 stopped = bool(out["stopped"])
                 if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:

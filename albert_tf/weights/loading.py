@@ -279,7 +279,7 @@ def _assign(model_names: dict[str, tf.Variable], sources: dict[str, Optional[str
 
 
 def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, verify: bool = True,
-          other_heads_start_fresh: bool = False):
+          other_heads_start_fresh: bool = False, converted_model: str | None = None):
     """Where each model variable comes from in the checkpoint at ``path`` (not Hugging Face's), after
     refusing a checkpoint that does not fit: (prefix, reader, format, keys, TF1 name table, sources,
     head variables left as initialised, head variables of another shape). ``verify``: first read every
@@ -307,7 +307,7 @@ def _plan(model, path: str, allow_missing_heads: bool, init_from_group0: bool, v
         for name, expected, found in problems:
             found_text = "missing" if found is None else f"found shape {list(found)}"
             lines.append(f"  {name}: expected shape {list(expected)}, {found_text}; "
-                         f"{name_table.mismatch_hint(name, expected, found, prefix)}")
+                         f"{name_table.mismatch_hint(name, expected, found, prefix, converted_model)}")
         raise CheckpointError("\n".join(lines))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(f"checkpoint {prefix}", [k for k in _encoder_layer_entries(fmt, keys) if k not in used])
@@ -326,7 +326,8 @@ def check_fits(model, path: str, *, other_heads_allowed: bool = False) -> list[t
 
 
 def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
-                    init_from_group0: bool = False, other_heads_start_fresh: bool = False) -> LoadReport:
+                    init_from_group0: bool = False, other_heads_start_fresh: bool = False,
+                    converted_model: str | None = None) -> LoadReport:
     """Loads a Google TF1 checkpoint (prefix or directory, with or without the
     TF-Hub `module/` prefix), one of ours, our hub-style export's folder
     (`albert_tf.export`), or a Hugging Face folder (config.json +
@@ -340,12 +341,16 @@ def load_checkpoint(model, path: str, *, allow_missing_heads: bool = False,
     Hugging Face classes have no pooler either). With `other_heads_start_fresh` a head of another shape
     (another task's number of labels) is left as initialised too, listed in the report's `other_head`:
     fine-tuning from another task's fine-tuned model, never reading back a run's own checkpoints.
+    ``converted_model``: the model kind a conversion reads into (no task runs): the errors' hints for its head
+    name it and the converter's flags (`names.mismatch_hint`); default: a task's words (train first, ...).
     """
     if hf.is_hf_checkpoint(path):
         return load_hf_checkpoint(model, hf.read_checkpoint(path), allow_missing_heads=allow_missing_heads,
-                                  init_from_group0=init_from_group0, other_heads_start_fresh=other_heads_start_fresh)
+                                  init_from_group0=init_from_group0, other_heads_start_fresh=other_heads_start_fresh,
+                                  converted_model=converted_model)
     prefix, reader, fmt, keys, model_names, sources, missing_allowed, other_head = _plan(
-        model, path, allow_missing_heads, init_from_group0, other_heads_start_fresh=other_heads_start_fresh)
+        model, path, allow_missing_heads, init_from_group0, other_heads_start_fresh=other_heads_start_fresh,
+        converted_model=converted_model)
     _assign(model_names, sources, reader.get_tensor)
     used = {source for source in sources.values() if source is not None}
     skipped = sorted(k for k in keys if k not in used and k != "_CHECKPOINTABLE_OBJECT_GRAPH")
@@ -372,15 +377,16 @@ def _config_notes(model_config, checkpoint: hf.HFCheckpoint) -> list[str]:
 
 
 def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], expected: tuple,
-                found: Optional[tuple]) -> str:
+                found: Optional[tuple], converted_model: str | None = None) -> str:
     """One line naming the file and the Hugging Face tensor, shapes in its layout."""
     def hf_layout(shape, transposed):
         return list(reversed(shape)) if transposed else list(shape)
 
     if found is not None:
         hf_name, file, transposed = checkpoint.origin[source]
+        hint = name_table.mismatch_hint(name, expected, found, converted_model=converted_model)
         return (f"{file}: tensor {hf_name} has shape {hf_layout(found, transposed)}, expected "
-                f"{hf_layout(expected, transposed)}; {name_table.mismatch_hint(name, expected, found)}")
+                f"{hf_layout(expected, transposed)}; {hint}")
     mapped = name_table.hf_name(name)
     if mapped is None:
         return f"{checkpoint.weights_path}: Hugging Face has no counterpart of {name}, which the model needs"
@@ -398,7 +404,8 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
 
 
 def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_heads: bool = False,
-                       init_from_group0: bool = False, other_heads_start_fresh: bool = False) -> LoadReport:
+                       init_from_group0: bool = False, other_heads_start_fresh: bool = False,
+                       converted_model: str | None = None) -> LoadReport:
     """`load_checkpoint` for a Hugging Face folder already read with `hf.read_checkpoint`.
     The pooler may be missing when the folder's class saves none (transformers'
     masked-LM and question-answering classes), and with `allow_missing_heads`."""
@@ -421,7 +428,7 @@ def load_hf_checkpoint(model, checkpoint: hf.HFCheckpoint, *, allow_missing_head
     if other_head:
         missing_allowed = _head_starts_fresh(model_names, sources, missing_allowed, is_head)
     if problems:
-        raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found)
+        raise CheckpointError("\n".join(_hf_problem(checkpoint, name, sources[name], expected, found, converted_model)
                                         for name, expected, found in problems))
     used = {source for source in sources.values() if source is not None}
     _refuse_unused_layers(checkpoint.weights_path, [checkpoint.origin[k][0] for k in checkpoint.tensors

@@ -119,14 +119,20 @@ def group0_source_name(name: str) -> str:
     return re.sub(r"/ffn_\d+/", "/ffn_1/", name)
 
 
-def mismatch_hint(name: str, expected: tuple, found: tuple | None, checkpoint: str | None = None) -> str:
+def mismatch_hint(name: str, expected: tuple, found: tuple | None, checkpoint: str | None = None,
+                  converted_model: str | None = None) -> str:
     """What to check after a shape mismatch or a missing variable: a config field; for a classifier
     head whose first dimension differs, the number of labels (which no config field holds); for a
     missing task head, the checkpoint (a pretrained one has no fine-tuned head). ``checkpoint``: its
-    prefix, whose folder may hold the ``labels.txt`` of the run that wrote it (``--task_name=custom``)."""
+    prefix, whose folder may hold the ``labels.txt`` of the run that wrote it (``--task_name=custom``).
+    ``converted_model``: the model kind being converted (convert_checkpoint.py's ``--converted_model``), where
+    no task runs: the head's hints name it and the converter's flags instead of a task's."""
     leaf = name.rsplit("/", 1)[-1]
     if (found is not None and leaf in ("output_weights", "output_bias") and not name.startswith("cls/")
             and expected[0] != found[0]):
+        if converted_model:
+            return (f"the checkpoint's head has {found[0]} outputs, the {converted_model} model's {expected[0]}: it "
+                    f"holds another kind's head; name that kind with --converted_model (auto: what it holds)")
         differs = f"the number of labels differs (the checkpoint's head has {found[0]}, this task {expected[0]})"
         labels_file = _labels_file_beside(checkpoint)
         if labels_file:  # a custom task's run: its labels are there
@@ -134,6 +140,9 @@ def mismatch_hint(name: str, expected: tuple, found: tuple | None, checkpoint: s
         return (f"{differs}: it was fine-tuned for another task or other labels; use one of this task's (for a "
                 f"run's own checkpoints, a new --output_dir)")
     if found is None and not name.startswith(("bert/", *PRETRAINING_HEAD_PREFIXES)):
+        if converted_model:
+            return (f"the checkpoint has no {converted_model} head (a pretrained one has none): convert one fine-tuned "
+                    f"for {converted_model} (--converted_model), or pass --allow_missing_heads to start the head fresh")
         return ("the checkpoint has no head for this task (a pretrained checkpoint has none): train first "
                 "(--do_train), or give a fine-tuned checkpoint")
     if found is None and name.startswith(SENTENCE_ORDER_PREFIX):

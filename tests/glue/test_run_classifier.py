@@ -574,14 +574,14 @@ import json, resource, sys
 from absl import flags
 from albert_tf.drivers import run_classifier  # noqa: F401  (its flags)
 from albert_tf.config import AlbertConfig
-from albert_tf.drivers.finetuning import check_weights_fit
+from albert_tf.drivers.finetuning import check_weights_fit, unused_weights_flag
 init, config_file, out = sys.argv[1:]
 flags.FLAGS(["run_classifier.py", f"--init_checkpoint={init}", f"--albert_config_file={config_file}",
              f"--output_dir={out}", "--do_train"])
 config = AlbertConfig.from_json_file(config_file)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    check_weights_fit(flags.FLAGS, config)
+    check_weights_fit(flags.FLAGS, config, unused_weights_flag(flags.FLAGS))
     error = None
 except ValueError as e:
     error = str(e)
@@ -608,6 +608,29 @@ def test_weights_from_a_hub_module_handle_are_named_by_that_flag(glue_slices, ti
     assert result["stderr"].startswith(f"run_classifier.py: error: --albert_hub_module_handle={mnli}: its task head "
                                        f"has 3 labels, this task (mrpc) 2"), result["stderr"]
     assert "--init_checkpoint" not in result["stderr"]
+
+
+def test_a_nan_loss_from_hub_module_weights_names_that_flag(glue_slices, tiny_config_file, spm_model, tmp_path,
+                                                            driver_errors, random_tf1_checkpoint):
+    """A NaN loss before the first checkpoint said "check --init_checkpoint" whatever flag gave the weights: now
+    the flag the user gave (--albert_hub_module_handle here; NaN pooler weights make the first loss NaN)."""
+    from albert_tf import AlbertConfig
+
+    config = AlbertConfig.from_json_file(str(tiny_config_file))
+    hub = tmp_path / "hub" / "model.ckpt"
+    hub.parent.mkdir()
+    random_tf1_checkpoint(config, hub, extra={"bert/pooler/dense/kernel": np.full([config.hidden_size] * 2, np.nan,
+                                                                                  np.float32)})
+    result = driver_errors({"nan": [f"--data_dir={glue_slices}", f"--albert_config_file={tiny_config_file}",
+                                    f"--spm_model_file={spm_model}", "--max_seq_length=32", "--task_name=MRPC",
+                                    f"--albert_hub_module_handle={hub}", f"--output_dir={tmp_path / 'out'}",
+                                    "--do_train", "--train_step=2", "--warmup_step=0", "--train_batch_size=2"]})["nan"]
+    assert result["code"] == 1, result
+    assert result["stderr"].startswith("run_classifier.py: error: loss nan (or its gradient) is NaN/Inf at step 1;"), \
+        result["stderr"]
+    assert result["stderr"].endswith("there is no checkpoint yet, so a rerun starts again from step 0: lower "
+                                     "--learning_rate, check --albert_hub_module_handle and the input data.\n"), \
+        result["stderr"]
 
 
 def test_the_fit_check_allocates_no_weights(tmp_path, tiny_config_file, random_tf1_checkpoint, tf1_shapes):

@@ -2,6 +2,7 @@
 create_pretraining_data.py's algorithm, reproducible from the seed, exact on resume."""
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -249,14 +250,41 @@ def test_records_without_masks_take_the_mask_id_from_the_tokenizer(records, tmp_
     assert abs(_statistics(_stack(batches))["mask"] - 0.8) < 0.05
 
 
+def _record_starts(data):
+    """Each record's byte offset in TFRecord bytes, and the end, from the framing (uint64 length, 4 bytes of
+    its CRC, the data, 4 bytes of the data's CRC)."""
+    starts = [0]
+    while starts[-1] < len(data):
+        starts.append(starts[-1] + 16 + struct.unpack_from("<Q", data, starts[-1])[0])
+    return starts
+
+
+def test_a_file_cut_short_is_named_with_its_record_and_byte(records, tmp_path):
+    """Online masking reads the first records before the loop (also for a caller of pretraining_task, who
+    has no run_pretraining.py to check the files first): a file cut inside a record's data or header is
+    run_pretraining.py's one line naming the file, the record and its byte, not TensorFlow's "truncated
+    record at N" naming no file, nor (cut in a header) read silently as a shorter file."""
+    data = open(records, "rb").read()
+    starts = _record_starts(data)
+    whole = tmp_path / "whole.tfrecord"
+    whole.write_bytes(data[:starts[3]])  # three whole records, read first
+    remake = "copy it again, or make it again with create_pretraining_data.py"
+    in_data = tmp_path / "in_data.tfrecord"
+    in_data.write_bytes(data[:starts[4] + 30])
+    in_header = tmp_path / "in_header.tfrecord"
+    in_header.write_bytes(data[:starts[2] + 5])
+    cases = [(in_data, f"truncated: it ends inside record #5 (at byte {starts[4]}), after 4 whole records (30 of "
+                       f"the record's {starts[5] - starts[4]} bytes are there); {remake}"),
+             (in_header, f"truncated: it ends 5 bytes into the header of record #3 (at byte {starts[2]}), after 2 "
+                         f"whole records; {remake}")]
+    for cut, words in cases:
+        with pytest.raises(ValueError) as raised:
+            pretraining_task(CONFIG, f"{whole},{cut}", SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+        assert str(raised.value) == f"--input_file: {cut}: {words}"
+
+
 def test_a_damaged_file_or_other_lengths_are_one_line_before_any_work(records, tmp_path):
     """Online masking reads the first records before the loop: their read errors are the loop's one line."""
-    data = open(records, "rb").read()
-    truncated = tmp_path / "truncated.tfrecord"
-    truncated.write_bytes(data[:2000])  # a few records, then one cut short
-    with pytest.raises(ValueError, match=rf"^reading --input_file={truncated} failed: .*truncated record.*: a file "
-                                         r"is damaged, or was written for other settings \(--max_seq_length"):
-        pretraining_task(CONFIG, str(truncated), SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
     with pytest.raises(ValueError, match=rf"^reading --input_file={records} failed: .*: a file is damaged, or "
                                          r"was written for other settings"):
         pretraining_task(CONFIG, records, SEQ, PRED * 2, 8, 8, seed=5, masked_lm_budget=0.15)

@@ -90,3 +90,38 @@ def test_split_cpu_after_initialization_is_a_clear_error():
     assert distribution.split_cpu_into_logical_devices(count)  # unchanged count: fine
     with pytest.raises(RuntimeError, match="already initialized"):
         distribution.split_cpu_into_logical_devices(count + 3)
+
+
+# What TensorFlow raised on worker 1 asking the coordination service of a chief whose process had exited
+# (two local workers: tests/data/test_feature_cache_workers.py), gRPC's trailer included.
+_CHIEF_GONE = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:57293: Failed to connect to "
+               "remote host: Connection refused\nAdditional GRPC error information from remote target "
+               "/job:worker/replica:0/task:0 while calling /tensorflow.CoordinationService/GetKeyValue:\n"
+               ":UNKNOWN:Error received from peer  {grpc_status:14, grpc_message:\"failed to connect to all "
+               "addresses; last error: UNKNOWN: ipv4:127.0.0.1:57293: Failed to connect to remote host: Connection "
+               "refused\"}")
+
+
+class _Coordination:
+    def get_config_key_value(self, key, timeout_in_ms):
+        raise tf.errors.UnavailableError(None, None, _CHIEF_GONE)
+
+
+def test_a_chief_gone_is_said_in_our_words_without_grpcs_trailer():
+    """Worker 1's line when the chief's process is gone was TensorFlow's error with gRPC's "Additional GRPC
+    error information from remote target ..." (repeating it). Now: the process at the address is gone, as when
+    the wait times out; a task that still listens keeps the error's own words, without the trailer."""
+    import socket
+
+    from albert_tf.training.faults import op_error_reason
+
+    cause = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:57293: Failed to connect to "
+             "remote host: Connection refused")
+    assert op_error_reason(tf.errors.UnavailableError(None, None, _CHIEF_GONE)) == cause
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        assert distribution._wait_for_key(_Coordination(), "key", address) == f"UnavailableError: {cause}"
+    # closed: nothing listens at the address now
+    assert distribution._wait_for_key(_Coordination(), "key", address) == f"its process at {address} is gone"

@@ -214,3 +214,51 @@ def test_the_converter_clears_what_killed_writes_left_in_its_output_folder(share
     convert(str(shared("reference", "hf_albert_tiny_shared")), str(out / "model.ckpt"), "hf_to_tf1")
     assert sorted(p.name for p in out.iterdir()) == ["albert_config.json", "checkpoint", "model.ckpt.data-00000-of-00001",
                                                      "model.ckpt.index", "notes.tmp-mine"]
+
+
+def test_a_head_the_checkpoint_lacks_or_has_of_another_size_is_worded_for_conversion(shared, tmp_path,
+                                                                                      random_tf1_checkpoint):
+    """--converted_model=squad on a pretrained checkpoint (no SQuAD head), or race on a 3-label classifier's (TF1 or
+    a Hugging Face folder): each variable's hint spoke of "this task" and said "train first (--do_train)" or "a new
+    --output_dir", the fine-tuning drivers' words (the converter has no task, nor those flags). Now it names the kind
+    and the converter's flags."""
+    from albert_tf import AlbertConfig
+
+    folder = shared("reference", "albert_tiny_shared")
+    config_file = folder / "albert_config.json"
+    hidden = json.loads(config_file.read_text())["hidden_size"]
+    classifier = tmp_path / "classifier" / "model.ckpt"
+    classifier.parent.mkdir()
+    random_tf1_checkpoint(AlbertConfig.from_json_file(str(config_file)), classifier,
+                          extra={"output_weights": np.zeros([3, hidden], np.float32),
+                                 "output_bias": np.zeros([3], np.float32)})
+    out = tmp_path / "out"
+    runs = [[f"--checkpoint_to_convert={checkpoint}", f"--albert_config_file={config_file}", f"--converted_model={kind}",
+             f"--converted_checkpoint={out / kind / 'model.ckpt'}", "--direction=tf1_to_tf2"]
+            for checkpoint, kind in ((folder / "model.ckpt", "squad"), (classifier, "race"))]
+    hf_classifier = shared("reference", "hf_albert_tiny_heads", "AlbertForSequenceClassification")  # 3 labels
+    runs.append([f"--checkpoint_to_convert={hf_classifier}", "--converted_model=race",
+                 f"--converted_checkpoint={out / 'hf' / 'model.ckpt'}", "--direction=hf_to_tf2"])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-c", RUN_CONVERSIONS, json.dumps(runs)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 1, 1], done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    first, second, _ = [i for i, line in enumerate(lines) if line.startswith("convert_checkpoint.py: error:")]
+    squad, race = lines[first + 1:first + 3], lines[second + 1:second + 3]  # (a line per variable)
+    missing = ("missing; the checkpoint has no squad head (a pretrained one has none): convert one fine-tuned for "
+               "squad (--converted_model), or pass --allow_missing_heads to start the head fresh")
+    assert squad == [f"  cls/squad/output_weights: expected shape [2, {hidden}], {missing}",
+                     f"  cls/squad/output_bias: expected shape [2], {missing}"], lines
+    other = ("the checkpoint's head has 3 outputs, the race model's 1: it holds another kind's head; name that kind "
+             "with --converted_model (auto: what it holds)")
+    assert race == [f"  output_weights: expected shape [1, {hidden}], found shape [3, {hidden}]; {other}",
+                    f"  output_bias: expected shape [1], found shape [3]; {other}"], lines
+    # (a Hugging Face folder's error names the file on every line; its first line is the weight's)
+    hf_hidden = json.loads((hf_classifier / "config.json").read_text())["hidden_size"]
+    hf_lines = [line for line in lines if line.startswith(("convert_checkpoint.py: error:", str(hf_classifier)))]
+    assert hf_lines[-1] == (f"{hf_classifier / 'model.safetensors'}: tensor classifier.bias has shape [3], expected "
+                            f"[1]; {other}"), hf_lines
+    assert hf_lines[-2].endswith(f"tensor classifier.weight has shape [3, {hf_hidden}], expected [1, {hf_hidden}]; "
+                                 f"{other}"), hf_lines
+    assert not out.exists()
