@@ -214,3 +214,35 @@ def test_the_converter_clears_what_killed_writes_left_in_its_output_folder(share
     convert(str(shared("reference", "hf_albert_tiny_shared")), str(out / "model.ckpt"), "hf_to_tf1")
     assert sorted(p.name for p in out.iterdir()) == ["albert_config.json", "checkpoint", "model.ckpt.data-00000-of-00001",
                                                      "model.ckpt.index", "notes.tmp-mine"]
+
+
+def test_a_full_disk_while_writing_the_checkpoint_is_one_line_naming_the_output(shared, tmp_path, monkeypatch):
+    """TensorFlow's own error named a temporary file and its op ('{{function_node __wrapped__SaveV2...}}
+    .../.tmp-<hex>-model.ckpt_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; No space left on
+    device [Op:SaveV2]', as a 1 MiB tmpfs shows): it is now one line naming --converted_checkpoint, and
+    nothing of the checkpoint is left behind, so the rerun after freeing space writes it."""
+    from albert_tf.conversion import convert
+    from albert_tf.training import faults
+
+    folder = shared("reference", "albert_tiny_shared")
+    google, config = str(folder / "model.ckpt"), str(folder / "albert_config.json")
+    out = tmp_path / "out" / "model.ckpt"
+    write = tf.train.Checkpoint.write
+
+    def full_disk(self, file_prefix, options=None):
+        write(self, file_prefix, options)  # the data half written, as TensorFlow leaves it
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{{{{function_node __wrapped__SaveV2}}}} {file_prefix}_temp/part-00000-of-00001.data-"
+                        f"00000-of-00001.tempstate1; No space left on device [Op:SaveV2]")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", full_disk)
+    with pytest.raises(faults.DiskFullError) as err:
+        convert(google, str(out), "tf1_to_tf2", config_file=config)
+    monkeypatch.undo()
+    message = str(err.value)
+    assert message.startswith(f"no space left on the device writing checkpoint {out} (about ")
+    assert "\n" not in message and ".tmp-" not in message and "Op:" not in message
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    done = convert(google, str(out), "tf1_to_tf2", config_file=config)
+    assert done.written == str(out)
+    assert sorted(os.listdir(out.parent)) == ["checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
