@@ -202,22 +202,10 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
             # nowhere else) is lost, and a rerun refused by it.
             if config_written:
                 atomic_write_text(config_written, config_text)
-            written = _save_tf_checkpoint(model, output, target_format)
+            # TensorFlow's error named a temporary; what was written of the checkpoint is removed.
+            with faults.disk_full_as_one_line(f"checkpoint {output}", "nothing of it was kept; free space and rerun"):
+                written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
     return Conversion(kind.name, report, written, config_written)
-
-
-def _save_tf_checkpoint(model, output: str, target_format: str) -> str:
-    """Writes the TF checkpoint; a full disk (a quota, a file size limit) is one line naming ``output``:
-    TensorFlow's own error named a temporary file and its op (``{{function_node __wrapped__SaveV2...}}``).
-    What was written of the checkpoint is removed by ``files.write_prefix_atomically``."""
-    try:
-        return (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
-    except tf.errors.OpError as e:  # an OSError (the state file) names its file already
-        reason = faults.disk_full_reason(e)
-        if reason is None:
-            raise
-        raise faults.DiskFullError(f"{reason} writing checkpoint {output} (about {faults.size_of(model) / 2**20:.1f} "
-                                   f"MiB): nothing of it was kept; free space and rerun") from None
 
 
 def _refuse_a_folder_as_prefix(output: str) -> None:

@@ -240,8 +240,7 @@ def test_a_full_disk_while_writing_the_checkpoint_is_one_line_naming_the_output(
         convert(google, str(out), "tf1_to_tf2", config_file=config)
     monkeypatch.undo()
     message = str(err.value)
-    assert message.startswith(f"no space left on the device writing checkpoint {out} (about ")
-    assert "\n" not in message and ".tmp-" not in message and "Op:" not in message
+    assert message == f"no space left on the device writing checkpoint {out}; nothing of it was kept; free space and rerun"
     assert not out.parent.exists() or list(out.parent.iterdir()) == []
     done = convert(google, str(out), "tf1_to_tf2", config_file=config)
     assert done.written == str(out)
