@@ -21,6 +21,7 @@ import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
 from albert_tf.fileio import atomic_write_text, read_text
 from albert_tf.run_lock import output_dir_lock
+from albert_tf.training import faults
 from albert_tf.weights import files, hf, kinds
 from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
@@ -202,7 +203,9 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
             # nowhere else) is lost, and a rerun refused by it.
             if config_written:
                 atomic_write_text(config_written, config_text)
-            written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
+            # TensorFlow's error named a temporary; what was written of the checkpoint is removed.
+            with faults.disk_full_as_one_line(f"checkpoint {output}", "nothing of it was kept; free space and rerun"):
+                written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
     return Conversion(kind.name, report, written, config_written)
 
 

@@ -41,6 +41,7 @@ from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.run_lock import RunLock
+from albert_tf.training import faults
 from albert_tf.tokenization.packing import pack_token_ids
 
 LOCK_SUFFIX = ".lock"  # <export_path>.lock, beside the export, while one is written
@@ -346,7 +347,9 @@ def export_hub_module(pretrainer, export_path: str, spm_model_file: str | None =
         with RunLock(export_path + LOCK_SUFFIX, what=f"--export_path={export_path}",
                      take_over_hint=f"delete {export_path}{LOCK_SUFFIX}"):
             _recover_killed_export(export_path)
-            tf.saved_model.save(module, tmp, signatures=module.signatures())
+            with faults.disk_full_as_one_line(f"the export {given}", "what was written of it is removed and an "
+                                              "earlier export there is unchanged; free space and rerun"):
+                tf.saved_model.save(module, tmp, signatures=module.signatures())
             give_umask_modes(tmp)
             check_export_path(export_path)  # still an export of ours (nothing was added while this one was written)
             try:

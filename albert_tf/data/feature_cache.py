@@ -290,14 +290,17 @@ def _build(record_file: str, side_file: str, schema: RecordSchema, settings: Map
     count = 0
     progress = Progress(f"Converting {source or 'the examples'}", expected() if expected else None, unit="record")
     with atomic_output(record_file) as tmp:
-        with tf.io.TFRecordWriter(tmp) as writer:
-            def write(record: bytes) -> None:
-                nonlocal count
-                writer.write(record)
-                count += 1
-                progress.add(1, 1)
+        try:
+            with tf.io.TFRecordWriter(tmp) as writer:
+                def write(record: bytes) -> None:
+                    nonlocal count
+                    writer.write(record)
+                    count += 1
+                    progress.add(1, 1)
 
-            info = dict(build(write))
+                info = dict(build(write))
+        except tf.errors.OpError as e:  # a full disk: TensorFlow's writer named the temporary, which is removed
+            raise type(e)(e.node_def, e.op, e.message.replace(tmp, record_file)) from None
         side = {"key": key, "settings": dict(settings), "num_records": count, "record_bytes": _size(tmp), **info}
         # The side file first, the records' rename last: a kill in between leaves our side file beside
         # an old or no record file (rebuilt next time), never records without a side file.

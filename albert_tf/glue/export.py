@@ -43,6 +43,7 @@ from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.tokenization.packing import pack_token_ids
+from albert_tf.training import faults
 
 SERVING_EXAMPLES = "serving_default"
 SERVING_TEXT = "serving_text"
@@ -155,6 +156,7 @@ def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: in
         tokenizer = TFTokenizer(spm_model_file, do_lower_case)
     model = model_for_serving(model, serving_precision)
     serving = ClassifierServing(model, tokenizer, spec, max_seq_length, threshold)
-    with new_version_folder(export_dir) as (tmp, final):
+    with new_version_folder(export_dir) as (tmp, final), faults.disk_full_as_one_line(
+            f"the export {final}", "what was written of it is removed; free space and rerun"):
         tf.saved_model.save(serving, tmp, signatures=serving.signatures())
     return final

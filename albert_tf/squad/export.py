@@ -30,6 +30,7 @@ from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import atomic_output
 from albert_tf.versions import new_version_folder
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
+from albert_tf.training import faults
 
 SAVED_MODEL_DIR = "saved_model"
 TFLITE_FILE = "albert_model.tflite"
@@ -107,7 +108,9 @@ def export_span_model(model, export_dir: str, max_seq_length: int,
     serving = SpanServing(model_for_serving(model, serving_precision), max_seq_length)
     lite = SpanServing(model_for_serving(model, "float32"), max_seq_length)
     with new_version_folder(os.path.join(export_dir, SAVED_MODEL_DIR)) as (tmp, saved):
-        tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
+        with faults.disk_full_as_one_line(f"the export {saved}", "what was written of it is removed; free space "
+                                          "and rerun"):
+            tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
         converter = tf.lite.TFLiteConverter.from_concrete_functions([lite.signature(fixed=True)], lite)
         flat = converter.convert()
     tflite = os.path.join(export_dir, TFLITE_FILE)

@@ -51,6 +51,21 @@ def is_disk_full(err: BaseException) -> bool:
     return disk_full_reason(err) is not None
 
 
+@contextlib.contextmanager
+def disk_full_as_one_line(what: str, kept: str) -> Iterator[None]:
+    """A full disk (a quota, a file size limit) inside the block is one line: ``<reason> writing <what>; <kept>``.
+    For TensorFlow's writers (SavedModel, SaveV2), whose error names a temporary file and an op
+    (``{{function_node __wrapped__SaveV2...}} <dir>/.tmp-.../variables_temp/part-...tempstate...``); an OSError
+    (this package's own writes, ``fileio.atomic_output``) names its final file already and passes as it is."""
+    try:
+        yield
+    except tf.errors.OpError as e:
+        reason = disk_full_reason(e)
+        if reason is None:
+            raise
+        raise DiskFullError(f"{reason} writing {what}; {kept}") from None
+
+
 def free_bytes(path: str) -> int | None:
     """Free space on the device holding ``path`` (None for remote storage)."""
     if is_remote(path):

@@ -306,3 +306,28 @@ def test_a_failed_or_refused_run_leaves_no_folder_it_made_for_the_cache(tmp_path
     monkeypatch.undo()
     built = cached_records(path, SCHEMA, {"data": "a"}, _builder([]))  # a good run still makes them
     assert not built.reused and _read(path) == [1, 2, 3]
+
+
+def test_a_full_disk_while_building_names_the_cache_not_its_temporary(tmp_path, monkeypatch):
+    """TensorFlow's record writer names the file it writes: on a full disk the one line named the temporary
+    ('<cache>.tmp-q1g8ap2q.tmp; No space left on device', as a tmpfs showed), a file already removed. It names the
+    cache now; the finished cache of other settings is left whole."""
+    path, calls = str(tmp_path / "c.tf_record"), []
+    cached_records(path, SCHEMA, {"data": "a"}, _builder(calls))
+    real_writer = tf.io.TFRecordWriter
+
+    class FullDisk(real_writer):
+        def write(self, record):
+            raise tf.errors.ResourceExhaustedError(None, None, f"{self.path}; No space left on device")
+
+        def __init__(self, path, options=None):
+            super().__init__(path, options)
+            self.path = path
+
+    monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk)
+    with pytest.raises(tf.errors.ResourceExhaustedError) as err:
+        cached_records(path, SCHEMA, {"data": "b"}, _builder(calls))
+    monkeypatch.undo()
+    assert err.value.message == f"{path}; No space left on device"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tf_record", "c.tf_record.json"]
+    assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and _read(path) == [1, 2, 3]

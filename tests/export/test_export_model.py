@@ -857,3 +857,34 @@ def test_readme_lists_the_exported_variables(exported):
     names = {name: list(variable.shape) for name, variable in tf1_name_map(other).items()}
     assert "bert/encoder/embedding_hidden_mapping_in/kernel" not in names
     assert _readme_variables(square) == names
+
+
+def test_a_full_disk_during_the_save_is_one_line_and_keeps_the_earlier_export(exported, tmp_path, monkeypatch):
+    """On a full disk TensorFlow's error named the temporary folder and its op ('{{function_node
+    __wrapped__SaveV2...}} <export_path>.tmp-<hex>-export/variables/variables_temp/part-...tempstate...; No space
+    left on device [Op:SaveV2]', as a tmpfs showed): now one line naming --export_path; the earlier export is
+    as it was and nothing is left beside it."""
+    import tensorflow as tf
+
+    from albert_tf import export
+    from albert_tf.training import faults
+
+    _, model, spm = exported
+    target = tmp_path / "hub"
+    export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    first = {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()}
+    save = tf.saved_model.save
+
+    def full_disk(obj, export_dir, signatures=None, options=None):
+        save(obj, export_dir, signatures=signatures, options=options)  # written, but the last file cut short
+        raise tf.errors.ResourceExhaustedError(None, None, f"{export_dir}/saved_model.pb.tmp0123; No space left "
+                                                           f"on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    with pytest.raises(faults.DiskFullError) as err:
+        export.export_hub_module(model, str(target), spm_model_file=spm, max_seq_length=SEQ)
+    monkeypatch.undo()
+    assert str(err.value) == (f"no space left on the device writing the export {target}; what was written of it "
+                              f"is removed and an earlier export there is unchanged; free space and rerun")
+    assert {p: p.read_bytes() for p in sorted(target.rglob("*")) if p.is_file()} == first
+    assert sorted(os.listdir(tmp_path)) == ["hub"]

@@ -197,3 +197,34 @@ def test_an_empty_request_gets_empty_outputs(tmp_path, shared):
     hub_export.export_hub_module(pretrainer, str(tmp_path / "hub"), spm_model_file=spm, max_seq_length=SEQ)
     outputs = tf.saved_model.load(str(tmp_path / "hub")).signatures["serving_default"](text=none)
     assert outputs["pooled_output"].shape == (0, config.hidden_size)
+
+
+def test_a_full_disk_during_the_save_is_one_line_naming_the_version_and_keeps_the_earlier_one(tmp_path, monkeypatch):
+    """run_classifier.py --export_dir on a full disk gave TensorFlow's error naming the temporary version folder
+    and its op ('{{function_node __wrapped__SaveV2...}} <export_dir>/.tmp-<time>-<pid>-<host>/variables/...; No
+    space left on device [Op:SaveV2]', as a tmpfs showed): now one line naming the version; the earlier version is
+    as it was and nothing is left beside it."""
+    import re
+
+    from albert_tf.training import faults
+
+    spec = get_task_spec("mrpc")
+    model = heads.build_classifier(AlbertConfig(**TINY), "mrpc")
+    base = tmp_path / "glue"
+    earlier = export.export_classifier(model, spec, str(base), SEQ, None, text_signature=False)
+    files = {p: p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+    save = tf.saved_model.save
+
+    def full_disk(obj, export_dir, signatures=None, options=None):
+        save(obj, export_dir, signatures=signatures, options=options)
+        raise tf.errors.ResourceExhaustedError(None, None, f"{export_dir}/saved_model.pb.tmp0123; No space left "
+                                                           f"on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    with pytest.raises(faults.DiskFullError) as err:
+        export.export_classifier(model, spec, str(base), SEQ, None, text_signature=False)
+    monkeypatch.undo()
+    assert re.fullmatch(f"no space left on the device writing the export {re.escape(str(base))}/(\\d+); what was "
+                        f"written of it is removed; free space and rerun", str(err.value)), str(err.value)
+    assert {p: p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()} == files
+    assert os.listdir(base) == [os.path.basename(earlier)]

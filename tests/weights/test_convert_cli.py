@@ -262,3 +262,34 @@ def test_a_head_the_checkpoint_lacks_or_has_of_another_size_is_worded_for_conver
     assert hf_lines[-2].endswith(f"tensor classifier.weight has shape [3, {hf_hidden}], expected [1, {hf_hidden}]; "
                                  f"{other}"), hf_lines
     assert not out.exists()
+
+
+def test_a_full_disk_while_writing_the_checkpoint_is_one_line_naming_the_output(shared, tmp_path, monkeypatch):
+    """TensorFlow's own error named a temporary file and its op ('{{function_node __wrapped__SaveV2...}}
+    .../.tmp-<hex>-model.ckpt_temp/part-00000-of-00001.data-00000-of-00001.tempstate...; No space left on
+    device [Op:SaveV2]', as a 1 MiB tmpfs shows): it is now one line naming --converted_checkpoint, and
+    nothing of the checkpoint is left behind, so the rerun after freeing space writes it."""
+    from albert_tf.conversion import convert
+    from albert_tf.training import faults
+
+    folder = shared("reference", "albert_tiny_shared")
+    google, config = str(folder / "model.ckpt"), str(folder / "albert_config.json")
+    out = tmp_path / "out" / "model.ckpt"
+    write = tf.train.Checkpoint.write
+
+    def full_disk(self, file_prefix, options=None):
+        write(self, file_prefix, options)  # the data half written, as TensorFlow leaves it
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{{{{function_node __wrapped__SaveV2}}}} {file_prefix}_temp/part-00000-of-00001.data-"
+                        f"00000-of-00001.tempstate1; No space left on device [Op:SaveV2]")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", full_disk)
+    with pytest.raises(faults.DiskFullError) as err:
+        convert(google, str(out), "tf1_to_tf2", config_file=config)
+    monkeypatch.undo()
+    message = str(err.value)
+    assert message == f"no space left on the device writing checkpoint {out}; nothing of it was kept; free space and rerun"
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    done = convert(google, str(out), "tf1_to_tf2", config_file=config)
+    assert done.written == str(out)
+    assert sorted(os.listdir(out.parent)) == ["checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
