@@ -321,3 +321,20 @@ def _misfit_init_checkpoints(config: dict, folder, config_file) -> dict:
 def misfit_init_checkpoints():
     """``make(config, folder, config_file)``: see ``_misfit_init_checkpoints``."""
     return _misfit_init_checkpoints
+
+
+@pytest.fixture
+def saved_model_disk_fills(monkeypatch):
+    """Call it to make ``tf.saved_model.save`` write its files, then fail as on a full disk (TensorFlow's error
+    names the temporary file it was writing): what an export meets when the disk fills during its save.
+    Undone by ``monkeypatch.undo()`` or at the test's end."""
+    import tensorflow as tf
+
+    save = tf.saved_model.save
+
+    def full_disk(obj, export_dir, signatures=None, options=None):
+        save(obj, export_dir, signatures=signatures, options=options)
+        raise tf.errors.ResourceExhaustedError(None, None, f"{export_dir}/saved_model.pb.tmp0123; No space left "
+                                                           f"on device")
+
+    return lambda: monkeypatch.setattr(tf.saved_model, "save", full_disk)

@@ -51,7 +51,7 @@ def test_an_earlier_export_is_replaced_anything_else_is_refused(tmp_path):
     assert np.all([not p.name.startswith(".") for p in (tmp_path / "ours").iterdir()])  # no leftovers
 
 
-def test_a_full_disk_during_the_save_is_one_line_naming_the_version(tmp_path, monkeypatch):
+def test_a_full_disk_during_the_save_is_one_line_naming_the_version(tmp_path, monkeypatch, saved_model_disk_fills):
     """TensorFlow's error named the temporary version folder and its op ('{{function_node __wrapped__SaveV2...}}
     .../saved_model/.tmp-<time>-<pid>-<host>/variables/...; No space left on device [Op:SaveV2]'): now one line
     naming the version; the earlier export (version and TFLite file) is as it was, nothing is left beside it."""
@@ -65,14 +65,7 @@ def test_a_full_disk_during_the_save_is_one_line_naming_the_version(tmp_path, mo
     out = tmp_path / "out"
     export_span_model(model, str(out), 16)
     files = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    save = tf.saved_model.save
-
-    def full_disk(obj, export_dir, signatures=None, options=None):
-        save(obj, export_dir, signatures=signatures, options=options)
-        raise tf.errors.ResourceExhaustedError(None, None, f"{export_dir}/saved_model.pb.tmp0123; No space left "
-                                                           f"on device")
-
-    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    saved_model_disk_fills()
     with pytest.raises(faults.DiskFullError) as err:
         export_span_model(model, str(out), 16)
     monkeypatch.undo()

@@ -199,7 +199,8 @@ def test_an_empty_request_gets_empty_outputs(tmp_path, shared):
     assert outputs["pooled_output"].shape == (0, config.hidden_size)
 
 
-def test_a_full_disk_during_the_save_is_one_line_naming_the_version_and_keeps_the_earlier_one(tmp_path, monkeypatch):
+def test_a_full_disk_during_the_save_is_one_line_naming_the_version_and_keeps_the_earlier_one(tmp_path, monkeypatch,
+                                                                                                  saved_model_disk_fills):
     """run_classifier.py --export_dir on a full disk gave TensorFlow's error naming the temporary version folder
     and its op ('{{function_node __wrapped__SaveV2...}} <export_dir>/.tmp-<time>-<pid>-<host>/variables/...; No
     space left on device [Op:SaveV2]', as a tmpfs showed): now one line naming the version; the earlier version is
@@ -213,14 +214,7 @@ def test_a_full_disk_during_the_save_is_one_line_naming_the_version_and_keeps_th
     base = tmp_path / "glue"
     earlier = export.export_classifier(model, spec, str(base), SEQ, None, text_signature=False)
     files = {p: p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
-    save = tf.saved_model.save
-
-    def full_disk(obj, export_dir, signatures=None, options=None):
-        save(obj, export_dir, signatures=signatures, options=options)
-        raise tf.errors.ResourceExhaustedError(None, None, f"{export_dir}/saved_model.pb.tmp0123; No space left "
-                                                           f"on device")
-
-    monkeypatch.setattr(tf.saved_model, "save", full_disk)
+    saved_model_disk_fills()
     with pytest.raises(faults.DiskFullError) as err:
         export.export_classifier(model, spec, str(base), SEQ, None, text_signature=False)
     monkeypatch.undo()
