@@ -32,7 +32,7 @@ from typing import Iterator, Sequence
 from absl import logging
 
 from albert_tf.fileio import is_dir, is_file
-from albert_tf.glue.tables import GlueDataError, tsv_rows
+from albert_tf.glue.tables import GlueDataError, cr_only_hint, tsv_rows
 from albert_tf.tokenization.text import preprocess_text
 
 SPLITS = ("train", "dev", "test")
@@ -356,7 +356,7 @@ class GlueProcessor:
                     raise GlueDataError(
                         f"{path}:{line_number}: header has {width} columns, the "
                         f"{self.spec.name} {split} file needs at least {min_width}: {_clip(fields)}"
-                        + _cr_hint(fields)
+                        + cr_only_hint(fields)
                     )
                 header = fields
                 continue
@@ -366,14 +366,14 @@ class GlueProcessor:
             if len(fields) != width:
                 raise GlueDataError(
                     f"{path}:{line_number}: expected {width} tab-separated columns, "
-                    f"found {len(fields)}: {_clip(fields)}" + _cr_hint(fields)
+                    f"found {len(fields)}: {_clip(fields)}" + cr_only_hint(fields)
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
         if skipped:
             _warn_skipped_once(path, split, skipped, min_width)
         if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op
             raise GlueDataError(f"{path}:1: empty file: no rows of data"
-                                + (" after the header" if row_index == 0 else "") + _cr_hint(header))
+                                + (" after the header" if row_index == 0 else "") + cr_only_hint(header))
 
     def _make_example(
         self,
@@ -434,15 +434,6 @@ def _warn_skipped_once(path: str, split: str, lines: list[int], min_width: int) 
     logging.warning("%s: skipped %d row(s) with fewer than %d tab-separated columns, as the original's QQP "
                     "reader does (lines %s); mend them to train or evaluate on them", path, len(lines),
                     min_width, shown)
-
-
-def _cr_hint(fields: Sequence[str]) -> str:
-    """Why a line of a file saved with CR-only (classic Mac) line endings reads wrong: rows end at
-    LF (or CRLF) only, so the whole file is one line (the original's csv reader refused it too)."""
-    if not any("\r" in field for field in fields):
-        return ""
-    return ("; the line holds a carriage return (\\r) not followed by a line feed: save the file with "
-            "LF or CRLF line endings (CR-only endings make the whole file one line)")
 
 
 def _clip(fields: Sequence[str], limit: int = 200) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from albert_tf.fileio import is_remote, open_binary
 
@@ -49,6 +49,15 @@ def tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
         line = line[:-1] if line.endswith("\r") else line
         if line:
             yield number, line.split("\t")
+
+
+def cr_only_hint(fields: Sequence[str]) -> str:
+    """Why a row of a TSV saved with CR-only (classic Mac) line endings reads wrong: rows end at LF (or
+    CRLF) only, so the whole file is one line (the original's csv reader refused it too). "" otherwise."""
+    if not any("\r" in field for field in fields):
+        return ""
+    return ("; the line holds a carriage return (\\r) not followed by a line feed: save the file with "
+            "LF or CRLF line endings (CR-only endings make the whole file one line)")
 
 
 def csv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -99,6 +108,8 @@ def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[s
     first = next(rows, None)
     if first is None or not any(name.strip() for name in first[1]):
         raise GlueDataError(f"{path}:1: empty file: expected a header row naming the columns")
+    if fmt == "tsv" and cr_only_hint(first[1]):  # no column name holds one: the file's rows end at CR alone
+        raise GlueDataError(f"{path}:{first[0]}: the header row is {_clip(first[1])}{cr_only_hint(first[1])}")
     header_line, header = first[0], [name.strip() for name in first[1]]
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:

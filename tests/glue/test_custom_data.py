@@ -214,3 +214,16 @@ def test_jsonl_regression_learns_the_score(tmp_path, tiny_config_file, spm_model
             for b in (out / "eval_results.txt").read_text().split("=" * 50) if b.strip()][-1]
     assert {"pearson", "spearman", "MSE"} <= set(last)
     assert float(last["pearson"]) > 0.8, last  # measured: 0.90
+
+
+def test_a_tsv_with_cr_only_line_endings_is_named_as_the_cause(tmp_path):
+    """Saved with CR-only line endings, a TSV of your own is one line: it said 'empty file: no rows of data'
+    (or named a missing column), not why."""
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b"text\tlabel\rhello\tpos\rbye\tneg\r")
+    processor = custom.CustomProcessor({"train": str(path)}, ["text"], "label", ("neg", "pos"))
+    with pytest.raises(GlueDataError) as error:
+        processor.check_files("", ["train"])
+    message = str(error.value)
+    assert message.startswith(f"{path}:1: the header row is ") and "carriage return" in message, message
+    assert "LF or CRLF line endings" in message
