@@ -156,7 +156,6 @@ def export_classifier(model, spec: TaskSpec, export_dir: str, max_seq_length: in
         tokenizer = TFTokenizer(spm_model_file, do_lower_case)
     model = model_for_serving(model, serving_precision)
     serving = ClassifierServing(model, tokenizer, spec, max_seq_length, threshold)
-    with new_version_folder(export_dir) as (tmp, final), faults.disk_full_as_one_line(
-            f"the export {final}", "what was written of it is removed; free space and rerun"):
+    with new_version_folder(export_dir) as (tmp, final), faults.disk_full_as_one_line(f"the export {final}"):
         tf.saved_model.save(serving, tmp, signatures=serving.signatures())
     return final

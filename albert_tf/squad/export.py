@@ -108,8 +108,7 @@ def export_span_model(model, export_dir: str, max_seq_length: int,
     serving = SpanServing(model_for_serving(model, serving_precision), max_seq_length)
     lite = SpanServing(model_for_serving(model, "float32"), max_seq_length)
     with new_version_folder(os.path.join(export_dir, SAVED_MODEL_DIR)) as (tmp, saved):
-        with faults.disk_full_as_one_line(f"the export {saved}", "what was written of it is removed; free space "
-                                          "and rerun"):
+        with faults.disk_full_as_one_line(f"the export {saved}"):
             tf.saved_model.save(serving, tmp, signatures={"serving_default": serving.signature()})
         converter = tf.lite.TFLiteConverter.from_concrete_functions([lite.signature(fixed=True)], lite)
         flat = converter.convert()

@@ -52,7 +52,8 @@ def is_disk_full(err: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def disk_full_as_one_line(what: str, kept: str) -> Iterator[None]:
+def disk_full_as_one_line(what: str, kept: str = "what was written of it is removed; free space and rerun"
+                          ) -> Iterator[None]:
     """A full disk (a quota, a file size limit) inside the block is one line: ``<reason> writing <what>; <kept>``.
     For TensorFlow's writers (SavedModel, SaveV2), whose error names a temporary file and an op
     (``{{function_node __wrapped__SaveV2...}} <dir>/.tmp-.../variables_temp/part-...tempstate...``); an OSError
