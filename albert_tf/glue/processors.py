@@ -369,6 +369,11 @@ class GlueProcessor:
                     f"found {len(fields)}: {_clip(fields)}" + cr_only_hint(fields)
                 )
             yield self._make_example(fields, layout, split, row_index, path, line_number)
+        if skipped and row_index == len(skipped) + (0 if layout.has_header else -1):
+            # Every row short: not a few broken questions but another file (or another task's), which
+            # skipping them all would have turned into a split of no examples.
+            raise GlueDataError(f"{path}:{skipped[0]}: no row of data has the {min_width} tab-separated columns "
+                                f"the {self.spec.name} {split} file needs ({len(skipped)} row(s), all too short)")
         if skipped:
             _warn_skipped_once(path, split, skipped, min_width)
         if row_index < (1 if layout.has_header else 0):  # an empty split is a mistake, not a no-op

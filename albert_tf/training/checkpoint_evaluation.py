@@ -138,6 +138,10 @@ class CheckpointEvaluator:
         self.writes = writes
         self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
         self.damaged: list[str] = []  # why each checkpoint pending() left out is damaged
+        # Whether the next block may already be in eval_results.txt: only the first checkpoint this evaluator
+        # records, and only one left pending by an earlier run (``_write_block``).
+        self._maybe_written = False
+        self._recorded_any = False
         if writes:
             self.keeper.check_ours()  # before any work
         self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
@@ -179,7 +183,9 @@ class CheckpointEvaluator:
         for path in paths:
             if self.load is not None:
                 self.load(path)
-            self._record(path, self.evaluate(path))
+            results = self.evaluate(path)
+            self._maybe_written = not self._recorded_any  # an earlier run may have written its block
+            self._record(path, results)
         return len(paths)
 
     def after_save(self, checkpoint_path: str) -> Mapping[str, Any]:
@@ -202,15 +208,21 @@ class CheckpointEvaluator:
         if not self.writes:
             return
         # eval_results.txt first: a failed write leaves the step unrecorded, so a rerun evaluates it again.
-        self.keeper.update(path, results, lambda best: self._write_block(results, best))
+        try:
+            self.keeper.update(path, results, lambda best: self._write_block(results, best))
+        finally:
+            self._maybe_written = False
+        self._recorded_any = True
 
     def _write_block(self, results: Mapping[str, Any], best: float | None) -> None:
         """Adds the block of ``results`` to eval_results.txt, unless the file already ends with that very
         block: a run killed after writing it and before ``best_trial.txt`` recorded the step left it there,
         and the rerun evaluates that checkpoint again (the same numbers: resume is exact). Appending it again
-        repeated the block, which an uninterrupted run's file does not have."""
+        repeated the block, which an uninterrupted run's file does not have. Only for the first checkpoint
+        this evaluator records, when an earlier run left it pending: SQuAD's blocks hold no step, so two
+        checkpoints scoring the same have the same block, and the original writes both."""
         block = format_eval_results(results, self.layout, best)
-        if self.layout.append:
+        if self.layout.append and self._maybe_written:
             previous = read_run_text(self.results_path) or ""
             if previous == block or previous.endswith("\n" + block):
                 logging.info("%s already ends with this evaluation's block (a run stopped before recording "

@@ -291,3 +291,13 @@ def test_qqp_test_rows_too_short_are_still_an_error(tmp_path, write_tsv):
     path = write_tsv(d / "QQP" / "test.tsv", [["id", "question1", "question2"], ["0", "a?", "b?"], ["1", "c?"]])
     with pytest.raises(GlueDataError, match=rf"{path}:3: expected 3 tab-separated columns, found 2"):
         get_processor("qqp").get_test_examples(d)
+
+
+def test_qqp_rows_all_too_short_are_an_error_not_a_split_of_no_examples(tmp_path, write_tsv):
+    """Skipping short rows is for a few broken questions: a train file whose every row is short (another file
+    under QQP's header) is refused naming its first row, as an empty file is, not read as zero examples."""
+    d = tmp_path / "glue"
+    path = write_tsv(d / "QQP" / "train.tsv", [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                                               ["1", "first?", "0"], ["2", "second?", "1"]])
+    with pytest.raises(GlueDataError, match=rf"^{path}:2: no row of data has the 6 tab-separated columns"):
+        get_processor("qqp").get_train_examples(d)

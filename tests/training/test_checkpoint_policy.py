@@ -379,7 +379,8 @@ def test_a_kill_after_the_results_block_and_before_best_trial_does_not_repeat_th
     evaluator.evaluate_pending()
     once = path.read_text()
     (path.parent / "best_trial.txt").write_text("10:20:0.75")  # as if killed before recording step 20
-    assert evaluator.evaluate_pending() == 1 and path.read_text() == once
+    rerun = checkpoint_evaluation.CheckpointEvaluator(str(path.parent), evaluate, "accuracy", plain)
+    assert rerun.evaluate_pending() == 1 and path.read_text() == once
 
 
 @pytest.mark.parametrize("removals_before_the_kill", [0, 1, 2, 3])
@@ -414,3 +415,22 @@ def test_a_kill_while_pruning_leaves_nothing_the_next_pruning_misses(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "checkpoint") == sorted(
         f"model.ckpt-{step}{suffix}" for step in (6, 8) for suffix in (
             ".index", ".data-00000-of-00001", ".input-0.index", ".input-0.data-00000-of-00001"))
+
+
+def test_checkpoints_scoring_the_same_each_get_their_block(tmp_path):
+    """SQuAD's blocks hold no step: two checkpoints with the same scores have the same block, and the original
+    writes it once per checkpoint. Only a rerun's first pending checkpoint may find its block already there."""
+    from albert_tf.squad import postprocess
+
+    for step in (10, 20):
+        save(tmp_path, step, float(step))
+    layout = postprocess.checkpoint_layout(False)
+    block = "exact_match = 50.0\nf1 = 60.0\nbest f1 = 60.0\n" + "=" * 50 + "\n"
+    evaluator = checkpoint_evaluation.CheckpointEvaluator(
+        str(tmp_path), lambda path: {"exact_match": 50.0, "f1": 60.0}, "f1", layout)
+    assert evaluator.evaluate_pending() == 2
+    assert (tmp_path / "eval_results.txt").read_text() == block * 2
+    save(tmp_path, 30, 30.0)  # the training run's next save, evaluated by the save hook
+    evaluator.after_save(str(tmp_path / "model.ckpt-30"))
+    assert (tmp_path / "eval_results.txt").read_text() == block * 3
+    assert (tmp_path / "best_trial.txt").read_text() == "30:10:60.0"
