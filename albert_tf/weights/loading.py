@@ -396,6 +396,10 @@ def _hf_problem(checkpoint: hf.HFCheckpoint, name: str, source: Optional[str], e
         hf_name = name_table.HF_BASE_PREFIX + hf_name
     if name_table.is_encoder_name(name) and not name.startswith(name_table.HF_POOLER_PREFIX):
         hint = name_table.mismatch_hint(name, expected, None)
+    elif not name.startswith(("bert/", *name_table.PRETRAINING_HEAD_PREFIXES)):
+        # A fine-tuning task's head: the same hint as a TF1 checkpoint without one. Only the converter and
+        # export_model have --allow_missing_heads; the fine-tuning drivers, which load these to predict, do not.
+        hint = name_table.mismatch_hint(name, expected, None, converted_model=converted_model)
     else:
         hint = (f"{checkpoint.architecture or 'this model'} has no such head; allow missing heads "
                 f"(--allow_missing_heads) to start it fresh")

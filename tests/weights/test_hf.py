@@ -551,3 +551,20 @@ def test_a_layer_order_transformers_does_not_share_is_refused_both_ways(tmp_path
         load_checkpoint(AlbertModel(AlbertConfig(**ANOTHER_ORDER)), str(tmp_path / "hf"))
     agreeing = dict(ANOTHER_ORDER, num_hidden_groups=3)
     save_hf_checkpoint(AlbertModel(AlbertConfig(**agreeing)), str(tmp_path / "fine"), "AlbertModel")
+
+
+def test_a_folder_without_the_tasks_head_names_no_flag_the_fine_tuning_drivers_lack(tmp_path, hf_folder):
+    """run_classifier.py --do_predict on a pretrained folder (AlbertModel: no classifier) was told to pass
+    --allow_missing_heads, which only the converter and export_model.py have; a TF1 checkpoint without a
+    head gets the fine-tuning hint."""
+    from albert_tf.glue.heads import GlueClassifier
+
+    config = dict(MULTI_GROUP, num_hidden_groups=1, inner_group_num=1)
+    hf_folder(tmp_path / "base", config, architecture="AlbertModel")
+    config = AlbertConfig.from_json_file(str(tmp_path / "base" / "config.json"))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(GlueClassifier(config, num_labels=2), str(tmp_path / "base"))
+    line = str(err.value)
+    assert "no tensor classifier.weight" in line
+    assert "--allow_missing_heads" not in line
+    assert "train first (--do_train), or give a fine-tuned checkpoint" in line
