@@ -350,8 +350,11 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
         try:
             first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
         except tf.errors.OpError as e:  # damaged, not a TFRecord, a folder, no permission
-            found = damaged_file(path, check_data=False) if faults.is_framing_error(e) else None
-            if found and found.startswith("truncated"):  # (a first header that does not match: no TFRecord)
+            # Only the first record was read, so the fault is in it: its data's CRC ("corrupted record at 0") or
+            # the file cut inside it is named; the rest of the file is not read (it may be large, or remote).
+            # A first header that does not match its CRC is no TFRecord at all (another format).
+            found = damaged_file(path, records=1) if faults.is_framing_error(e) else None
+            if found and not found.startswith("damaged: the header of"):
                 return found
             return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
         # A file cut short: TensorFlow read one cut inside a record header as a shorter whole file, silently, and
@@ -372,10 +375,10 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
 REMAKE = "copy it again, or make it again with create_pretraining_data.py"
 
 
-def damaged_file(path: str, check_data: bool = True) -> str | None:
+def damaged_file(path: str, check_data: bool = True, records: int | None = None) -> str | None:
     """Where a TFRecord file's framing is wrong and what to do, in words (`tfrecord.framing_problem`: streams the
-    file once); None when every record is whole."""
-    where = tfrecord.framing_problem(path, check_data)
+    file once, or its first ``records`` records); None when every record (of those) is whole."""
+    where = tfrecord.framing_problem(path, check_data, records)
     if where is None:
         return None
     return f"{'truncated' if where.startswith('it ends') else 'damaged'}: {where}; {REMAKE}"
