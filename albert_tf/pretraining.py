@@ -204,7 +204,8 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
                   count: int = 256) -> list[dict[str, np.ndarray]]:
     """The first ``count`` records, parsed with ``token_boundary`` (what online masking checks before any
     work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line. A file cut
-    short is named with the record and byte it ends in, as `check_first_records` does."""
+    short is named with the record and byte it ends in, records of other lengths with the file and both lengths,
+    as `check_first_records` does."""
     from albert_tf.training import faults
 
     records: list[dict[str, np.ndarray]] = []
@@ -231,6 +232,13 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
             if faults.is_framing_error(e):  # where: TensorFlow's "truncated record at 2713" names no file
                 found = damaged_file(path)  # (stops at the first bad record: within the few read)
                 raise ValueError(f"--input_file: {path}: {found or faults.op_error_reason(e)}") from None
+            if isinstance(e, tf.errors.InvalidArgumentError):
+                # Records of other lengths: the file and both lengths, as `check_first_records` says (TensorFlow
+                # names only the first feature it could not parse). The few records are read again, whole.
+                for record in tf.data.TFRecordDataset(path).take(wanted):
+                    found = record_problem(record.numpy(), max_seq_length, max_predictions_per_seq)
+                    if found:
+                        raise ValueError(f"--input_file: {path}: {found}") from None
             raise ValueError(f"reading --input_file={input_file} failed: {faults.op_error_reason(e)}: a file is "
                              f"damaged, or was written for other settings (--max_seq_length, "
                              f"--max_predictions_per_seq)") from None
