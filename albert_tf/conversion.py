@@ -203,9 +203,11 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
             # nowhere else) is lost, and a rerun refused by it.
             if config_written:
                 atomic_write_text(config_written, config_text)
-            # TensorFlow's error named a temporary; what was written of the checkpoint is removed.
-            with faults.disk_full_as_one_line(f"checkpoint {output}", "nothing of it was kept; free space and rerun"):
+            try:
                 written = (save_tf1_checkpoint if target_format == "tf1" else save_model_checkpoint)(model, output)
+            except (OSError, tf.errors.OpError) as e:
+                _raise_if_disk_full(e, output)
+                raise
     return Conversion(kind.name, report, written, config_written)
 
 
@@ -218,13 +220,36 @@ def _refuse_a_folder_as_prefix(output: str) -> None:
                               f"such as {example}")
 
 
+def _tf_checkpoint_files(output: str) -> list[str]:
+    """The files of a TF checkpoint at the prefix ``output`` (what `_refuse_to_overwrite` refuses)."""
+    return [output + ".index"] + files.files_extending(output, ".data-*")
+
+
+def _raise_if_disk_full(err: BaseException, output: str) -> None:
+    """A full disk (a quota, a file size limit) while writing the checkpoint at ``output`` is one line naming
+    it, with nothing of it left behind; other errors return, to be raised as they are.
+    TensorFlow's own error (SaveV2) names a temporary, which `files.write_prefix_atomically` has removed. The
+    last write, the folder's small `checkpoint` state file, fails after the data and index were renamed into
+    place ("[Errno 28] No space left on device: '<dir>/checkpoint'"), and a rerun would be refused by them:
+    they are this run's own (`_refuse_to_overwrite` found none, under the folder's lock), so they are removed,
+    the index first (it makes them loadable). The state file is replaced atomically: it is as it was."""
+    reason = faults.disk_full_reason(err)
+    if reason is None:
+        return
+    for path in _tf_checkpoint_files(output):
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    raise faults.DiskFullError(f"{reason} writing checkpoint {output}; nothing of it was kept; free space and "
+                               f"rerun") from None
+
+
 def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str]) -> None:
     """A conversion writes only new files: an existing checkpoint, Hugging Face file or other config at
     the output is not this job's to replace (it may be the very checkpoint being converted)."""
     if target_format == "hf":
         paths = hf.written_files(output)
     else:
-        paths = [output + ".index"] + files.files_extending(output, ".data-*")
+        paths = _tf_checkpoint_files(output)
     paths += [config_path] if config_path else []
     existing = [p for p in paths if tf.io.gfile.exists(p)]
     if existing:

@@ -204,7 +204,8 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
                   count: int = 256) -> list[dict[str, np.ndarray]]:
     """The first ``count`` records, parsed with ``token_boundary`` (what online masking checks before any
     work); a damaged file, one of other lengths, or one without ``token_boundary`` is one line. A file cut
-    short is named with the record and byte it ends in, as `check_first_records` does."""
+    short is named with the record and byte it ends in, records of other lengths with the file and both lengths,
+    as `check_first_records` does."""
     from albert_tf.training import faults
 
     records: list[dict[str, np.ndarray]] = []
@@ -231,6 +232,13 @@ def first_records(input_file: str, max_seq_length: int, max_predictions_per_seq:
             if faults.is_framing_error(e):  # where: TensorFlow's "truncated record at 2713" names no file
                 found = damaged_file(path)  # (stops at the first bad record: within the few read)
                 raise ValueError(f"--input_file: {path}: {found or faults.op_error_reason(e)}") from None
+            if isinstance(e, tf.errors.InvalidArgumentError):
+                # Records of other lengths: the file and both lengths, as `check_first_records` says (TensorFlow
+                # names only the first feature it could not parse). The few records are read again, whole.
+                for record in tf.data.TFRecordDataset(path).take(wanted):
+                    found = record_problem(record.numpy(), max_seq_length, max_predictions_per_seq)
+                    if found:
+                        raise ValueError(f"--input_file: {path}: {found}") from None
             raise ValueError(f"reading --input_file={input_file} failed: {faults.op_error_reason(e)}: a file is "
                              f"damaged, or was written for other settings (--max_seq_length, "
                              f"--max_predictions_per_seq)") from None
@@ -350,8 +358,11 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
         try:
             first = [r.numpy() for r in tf.data.TFRecordDataset(path).take(1)]
         except tf.errors.OpError as e:  # damaged, not a TFRecord, a folder, no permission
-            found = damaged_file(path, check_data=False) if faults.is_framing_error(e) else None
-            if found and found.startswith("truncated"):  # (a first header that does not match: no TFRecord)
+            # Only the first record was read, so the fault is in it: its data's CRC ("corrupted record at 0") or
+            # the file cut inside it is named; the rest of the file is not read (it may be large, or remote).
+            # A first header that does not match its CRC is no TFRecord at all (another format).
+            found = damaged_file(path, records=1) if faults.is_framing_error(e) else None
+            if found and not found.startswith("damaged: the header of"):
                 return found
             return f"not a readable TFRecord file ({faults.op_error_reason(e)})"
         # A file cut short: TensorFlow read one cut inside a record header as a shorter whole file, silently, and
@@ -372,10 +383,10 @@ def check_first_records(files: list[str], max_seq_length: int, max_predictions_p
 REMAKE = "copy it again, or make it again with create_pretraining_data.py"
 
 
-def damaged_file(path: str, check_data: bool = True) -> str | None:
+def damaged_file(path: str, check_data: bool = True, records: int | None = None) -> str | None:
     """Where a TFRecord file's framing is wrong and what to do, in words (`tfrecord.framing_problem`: streams the
-    file once); None when every record is whole."""
-    where = tfrecord.framing_problem(path, check_data)
+    file once, or its first ``records`` records); None when every record (of those) is whole."""
+    where = tfrecord.framing_problem(path, check_data, records)
     if where is None:
         return None
     return f"{'truncated' if where.startswith('it ends') else 'damaged'}: {where}; {REMAKE}"

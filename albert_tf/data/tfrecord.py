@@ -118,16 +118,17 @@ def cut_short(path: str | os.PathLike, tail_bytes: int = TAIL_BYTES) -> bool:
     return headers(plausible & (ends > np.uint64(size - HEADER_BYTES)))
 
 
-def framing_problem(path: str | os.PathLike, check_data: bool = True) -> str | None:
+def framing_problem(path: str | os.PathLike, check_data: bool = True, records: int | None = None) -> str | None:
     """The first record of a TFRecord file whose framing is wrong, in words naming the record's number (#1 is
     the first) and byte offset: the file ends inside it, or a CRC does not match (of the length, or with
-    `check_data`, of the data). None when every record is whole. Streams the file once."""
+    `check_data`, of the data). None when every record is whole (with ``records``: the first that many, the
+    rest of the file unread). Streams the file once."""
     from albert_tf.fileio import open_binary
 
     index, offset = 0, 0
     with open_binary(path) as raw:
         f = raw if hasattr(raw, "peek") else _Buffered(raw)
-        while True:
+        while records is None or index < records:
             header = f.read(HEADER_BYTES)
             if not header:
                 return None
@@ -145,6 +146,7 @@ def framing_problem(path: str | os.PathLike, check_data: bool = True) -> str | N
                 return f"the data of {at} does not match its CRC"
             index += 1
             offset += HEADER_BYTES + length + FOOTER_BYTES
+    return None
 
 
 class _Buffered:

@@ -98,13 +98,16 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.1f} MiB"
 
 
-def last_good_checkpoint(path: str | None, init_flag: str | None = None) -> str:
+def last_good_checkpoint(path: str | None, init_flag: str | None = None, learning_rate_flag: str | None = None
+                         ) -> str:
     """How the NaN guard's line ends: the checkpoint a rerun resumes from, or what to do without one
-    (``init_flag``: the flag the run's starting weights came from, as the user gave it; None: none given)."""
+    (``init_flag``: the flag the run's starting weights came from, as the user gave it; None: none given;
+    ``learning_rate_flag``: the flag of the learning rate when a driver runs; None: no flags, the Python API)."""
     if path:
         return f"the last good one is {path}."
     check = f"check {init_flag} and the input data" if init_flag else "check the input data"
-    return f"there is no checkpoint yet, so a rerun starts again from step 0: lower --learning_rate, {check}."
+    return (f"there is no checkpoint yet, so a rerun starts again from step 0: lower "
+            f"{learning_rate_flag or 'the learning rate'}, {check}.")
 
 
 def resume_point(path: str | None) -> str:

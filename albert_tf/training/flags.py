@@ -144,6 +144,8 @@ def train_config_from_flags(flag_values: flags.FlagValues | None = None, **overr
         name = _FIELD_FLAGS.get(field.name, field.name)
         if name in f:
             values[field.name] = getattr(f, name)
+    if "learning_rate" in f:  # a driver's: its lines about the learning rate name the flag
+        values["learning_rate_flag"] = "--learning_rate"
     values.update(overrides)
     missing = [field.name for field in dataclasses.fields(TrainConfig)
                if field.name not in values and field.default is dataclasses.MISSING]

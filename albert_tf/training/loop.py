@@ -135,6 +135,9 @@ class TrainConfig:
     seed: int = 12345  # the one default of --seed (training.flags reads it from here)
     handle_signals: bool = True
     take_over_run_lock: bool = False  # break another run's lock on output_dir (run_lock)
+    # The flag the learning rate came from, for lines about it (train_config_from_flags: "--learning_rate" when the
+    # driver has it); None: the Python API, whose user has no flags ("the learning rate").
+    learning_rate_flag: str | None = None
 
     def validate(self) -> None:
         for name in ("num_train_steps", "train_batch_size", "steps_per_loop", "save_checkpoints_steps",
@@ -424,10 +427,11 @@ class Trainer:
                     release_freed_memory()
                 step = int(self.global_step.numpy())
                 if bool(out["non_finite"]):
+                    last_good = faults.last_good_checkpoint(self.policy.last_intact(), self.task.init_flag,
+                                                            cfg.learning_rate_flag)
                     raise NonFiniteLossError(
                         f"loss {float(out['last_loss'])} (or its gradient) is NaN/Inf at step {step}; training "
-                        f"stopped. No checkpoint of this state was written; "
-                        f"{faults.last_good_checkpoint(self.policy.last_intact(), self.task.init_flag)}")
+                        f"stopped. No checkpoint of this state was written; {last_good}")
                 interval.add(out, timed=not first_call)
                 stopped = bool(out["stopped"])
                 if step % cfg.log_steps == 0 or step == cfg.num_train_steps or stopped:

@@ -123,6 +123,9 @@ def test_framing_problem_names_the_record_whose_crc_does_not_match(tmp_path):
     assert not cut_short(path)  # its length is whole
     assert framing_problem(path) == f"the data of record #2 (at byte {starts[1]}) does not match its CRC"
     assert framing_problem(path, check_data=False) is None
+    # The first records only: a fault past them is not read.
+    assert framing_problem(path, records=1) is None
+    assert framing_problem(path, records=2) == framing_problem(path)
     data[starts[2] + 3] ^= 1  # in record #3's length
     path.write_bytes(data)
     assert framing_problem(path, check_data=False) == (f"the header of record #3 (at byte {starts[2]}) does not "

@@ -295,3 +295,24 @@ def test_naming_the_damaged_file_stops_at_its_time_limit(records, tmp_path, monk
         "truncated record at 2990: a file is truncated or damaged; copy it again, or make it again with "
         "create_pretraining_data.py")
     assert warned == ["Stopped looking for the damaged input file after 0 s"]
+
+
+def test_a_damaged_first_record_is_named_without_reading_the_rest(records, tmp_path):
+    """The check of each file's first record before any work: a first record whose data does not match its CRC
+    was "not a readable TFRecord file (corrupted record at 0)", after streaming the whole file for its framing
+    alone (and a file also cut at its end was called truncated there, far from the fault). Now record #1 is
+    named, as a damaged record is elsewhere, and the rest of the file is not read."""
+    from albert_tf.pretraining import check_first_records
+
+    path, _ = records
+    data = path.read_bytes()
+    flipped = data[:20] + bytes([data[20] ^ 0xFF]) + data[21:]  # inside record #1's data (it starts at byte 12)
+    assert _record_starts(data)[1] > 21
+    damaged = (f"damaged: the data of record #1 (at byte 0) does not match its CRC; copy it again, or make it "
+               f"again with create_pretraining_data.py")
+    for name, content in (("flipped.tfrecord", flipped), ("flipped_and_cut.tfrecord", flipped + data[:40])):
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        with pytest.raises(ValueError) as err:
+            check_first_records([str(path), str(bad)], SEQ, PRED)
+        assert str(err.value) == f"--input_file: {bad}: {damaged}"

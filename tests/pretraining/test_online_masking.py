@@ -199,12 +199,14 @@ def test_bert_format_records_train_on_their_own_masks(records, tmp_path):
 
 def test_online_masking_on_records_of_another_length_names_the_settings(records):
     """Records with token_boundary but of another --max_seq_length (the original's tool leaves no summary
-    beside them) are records of other settings, not BERT's records without token_boundary."""
+    beside them) are records of other settings, not BERT's records without token_boundary: the file and both
+    lengths are named, as run_pretraining.py's check of each file's first record does (it said "a file is
+    damaged, or was written for other settings", naming neither)."""
     with pytest.raises(ValueError) as raised:
         pretraining_task(CONFIG, records, SEQ // 2, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
-    message = str(raised.value)
-    assert "written for other settings (--max_seq_length, --max_predictions_per_seq)" in message
-    assert "BERT" not in message and "lacks" not in message
+    assert str(raised.value) == (f"--input_file: {records}: its records were made with --max_seq_length={SEQ} but "
+                                 f"this run has --max_seq_length={SEQ // 2}: pass the data's values, or make the "
+                                 f"data again")
 
 
 def _unmasked(example):
@@ -284,7 +286,20 @@ def test_a_file_cut_short_is_named_with_its_record_and_byte(records, tmp_path):
 
 
 def test_a_damaged_file_or_other_lengths_are_one_line_before_any_work(records, tmp_path):
-    """Online masking reads the first records before the loop: their read errors are the loop's one line."""
-    with pytest.raises(ValueError, match=rf"^reading --input_file={records} failed: .*: a file is damaged, or "
-                                         r"was written for other settings"):
-        pretraining_task(CONFIG, records, SEQ, PRED * 2, 8, 8, seed=5, masked_lm_budget=0.15)
+    """Online masking reads the first records before the loop: their read errors are one line naming the file
+    (after a first file that is fine) and, for other lengths, both lengths."""
+    data = open(records, "rb").read()
+    first = tmp_path / "first.tfrecord"
+    first.write_bytes(data[:_record_starts(data)[3]])  # three records of the run's lengths, read first
+
+    def more_predictions(example):  # as made with --max_predictions_per_seq=PRED + 2
+        for name in ("masked_lm_positions", "masked_lm_ids"):
+            example.features.feature[name].int64_list.value.extend([0, 0])
+        example.features.feature["masked_lm_weights"].float_list.value.extend([0.0, 0.0])
+
+    other = _rewrite(first, tmp_path / "other.tfrecord", more_predictions)
+    with pytest.raises(ValueError) as raised:
+        pretraining_task(CONFIG, f"{first},{other}", SEQ, PRED, 8, 8, seed=5, masked_lm_budget=0.15)
+    assert str(raised.value) == (f"--input_file: {other}: its records were made with --max_predictions_per_seq="
+                                 f"{PRED + 2} but this run has --max_predictions_per_seq={PRED}: pass the data's "
+                                 f"values, or make the data again")

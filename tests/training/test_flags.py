@@ -45,3 +45,8 @@ def test_train_config_from_flags_reads_every_loop_setting():
     assert shared_flags.train_config_from_flags(values, num_train_steps=1, output_dir="/abs").output_dir == "/abs"
     with pytest.raises(ValueError, match="no flag or override for num_train_steps"):
         shared_flags.train_config_from_flags(values)
+    # A driver's --learning_rate is named in lines about the learning rate (the NaN stop); without it, none is.
+    assert config.learning_rate_flag is None
+    flags.DEFINE_float("learning_rate", 5e-5, "", flag_values=values)
+    values(["prog"])
+    assert shared_flags.train_config_from_flags(values, num_train_steps=1).learning_rate_flag == "--learning_rate"

@@ -100,9 +100,10 @@ def test_nan_loss_before_the_first_checkpoint_says_there_is_none(toy, toy_data, 
         trainer.train()
     message = str(err.value)
     assert "NaN/Inf at step 2;" in message and "None" not in message and "\n" not in message
-    # (the toy starts from no given weights: no flag of them to check)
-    assert message.endswith("there is no checkpoint yet, so a rerun starts again from step 0: lower "
-                            "--learning_rate, check the input data."), message
+    # (the toy starts from no given weights: no flag of them to check; it runs the Python API, without flags, so
+    # no flag of the learning rate either: that is named only when a driver's flags made the TrainConfig)
+    assert message.endswith("there is no checkpoint yet, so a rerun starts again from step 0: lower the learning "
+                            "rate, check the input data."), message
     assert not list(tmp_path.glob("model.ckpt*"))
 
 

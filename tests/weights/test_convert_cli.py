@@ -293,3 +293,43 @@ def test_a_full_disk_while_writing_the_checkpoint_is_one_line_naming_the_output(
     done = convert(google, str(out), "tf1_to_tf2", config_file=config)
     assert done.written == str(out)
     assert sorted(os.listdir(out.parent)) == ["checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+
+
+def test_a_full_disk_at_the_state_file_removes_the_checkpoint_just_written(shared, tmp_path, monkeypatch):
+    """The last write is the folder's small `checkpoint` state file, after the data and index were renamed into
+    place: the line was "[Errno 28] No space left on device: '<dir>/checkpoint'", the checkpoint stayed, and the
+    rerun was refused by it ("already exist(s)"). Now those files, this run's own, are removed and the line is the
+    one a full disk gives elsewhere; what the folder held before (a state file, another file) is as it was."""
+    import errno
+
+    from albert_tf import fileio
+    from albert_tf.conversion import convert
+    from albert_tf.training import faults
+
+    folder = shared("reference", "albert_tiny_shared")
+    google, config = str(folder / "model.ckpt"), str(folder / "albert_config.json")
+    out = tmp_path / "out" / "model.ckpt"
+    out.parent.mkdir()
+    state = 'model_checkpoint_path: "elsewhere/model.ckpt-7"\nall_model_checkpoint_paths: "elsewhere/model.ckpt-7"\n'
+    (out.parent / "checkpoint").write_text(state)
+    (out.parent / "notes.txt").write_text("the user's")
+    write_utf8 = fileio.write_utf8
+
+    def full_disk_at_the_state_file(path, text):
+        if os.path.basename(path).startswith("checkpoint" + fileio.TMP_MARK):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a write names no file
+        return write_utf8(path, text)
+
+    monkeypatch.setattr(fileio, "write_utf8", full_disk_at_the_state_file)
+    with pytest.raises(faults.DiskFullError) as err:
+        convert(google, str(out), "tf1_to_tf2", config_file=config)
+    monkeypatch.undo()
+    assert str(err.value) == (f"no space left on the device writing checkpoint {out}; nothing of it was kept; "
+                              f"free space and rerun")
+    assert sorted(os.listdir(out.parent)) == ["checkpoint", "notes.txt"]
+    assert (out.parent / "checkpoint").read_text() == state and (out.parent / "notes.txt").read_text() == "the user's"
+    done = convert(google, str(out), "tf1_to_tf2", config_file=config)
+    assert done.written == str(out)
+    assert sorted(os.listdir(out.parent)) == ["checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index",
+                                              "notes.txt"]
+    assert tf.train.get_checkpoint_state(str(out.parent)).model_checkpoint_path.endswith("elsewhere/model.ckpt-7")
