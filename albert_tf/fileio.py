@@ -224,6 +224,27 @@ def make_folders(path: str | os.PathLike) -> None:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
 
 
+def missing_folders(folder: str) -> list[str]:
+    """``folder`` and its parents that do not exist yet, innermost first."""
+    missing = []
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def remove_empty_folders(folders: list[str]) -> None:
+    """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty folder: what another run put in it keeps it
+        except OSError:
+            return
+
+
 def _dangling_link(path: str) -> str | None:
     """``path`` or the nearest of its parents that is a symlink to nothing, if any."""
     while path and path != os.path.dirname(path):
