@@ -49,6 +49,7 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
     @functools.wraps(main)
     def wrapper(argv: list[str]) -> int:
         try:
+            expand_home_in_path_flags()
             return main(argv) or 0
         except _user_errors() as err:
             print(f"{driver}: error: {error_line(err)}", file=sys.stderr)
@@ -62,6 +63,27 @@ def reports_errors(main: Callable[[list[str]], int | None]) -> Callable[[list[st
             return EXIT_INTERRUPTED
 
     return wrapper
+
+
+# Flags naming files or folders (each item of a comma list: --input_file, --output_file).
+_PATH_FLAG = re.compile(r"(_dir|_directory|_file|_path|_handle|checkpoint|checkpoint_to_convert)$")
+
+
+def expand_home_in_path_flags() -> None:
+    """A path flag given as ``--output_dir=~/runs`` means the home folder, but no shell expands a ``~`` after
+    ``=`` and TensorFlow does not either: the original wrote into a folder named ``~`` in the current folder
+    (whose ``rm -rf ~`` then removes the home folder) and did not find inputs that are there. A leading ``~``
+    or ``~user`` of each path given on the command line is expanded as a shell would (``os.path.expanduser``)."""
+    from absl import flags
+
+    values = flags.FLAGS
+    for name, flag in values._flags().items():  # noqa: SLF001  (absl has no public list with the flag objects)
+        if not (flag.present and isinstance(flag.value, str) and _PATH_FLAG.search(name) and "~" in flag.value):
+            continue
+        expanded = ",".join(os.path.expanduser(item) if item.startswith("~") else item
+                            for item in flag.value.split(","))
+        if expanded != flag.value:
+            setattr(values, name, expanded)
 
 
 def closing_summary(driver: str, outputs: Mapping[str, Any]) -> str:

@@ -169,16 +169,57 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
     """Writes files that belong together (``path -> text``, UTF-8) so that an interrupt, a kill before the
     renames or a full disk leaves either all of them or none replaced: every file is written whole under its temporary name before
     the first rename, and a folder at any output's name is refused before any write (its rename would
-    fail after others were done). Returns the paths."""
+    fail after others were done); a rename the OS refuses puts back the files renamed before it. Returns the paths."""
     paths = [os.fspath(path) for path in texts]
     for path in paths:
         if is_dir(path):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     # Ctrl-C or SIGTERM acts after the last rename: between two, it left one file new and one old.
-    with signals_deferred(), contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
-        for path, text in zip(paths, texts.values()):
-            write_utf8(renames.enter_context(atomic_output(path)), text)
+    with signals_deferred():
+        kept: dict[str, tuple[bool, str | None]] = {}
+        try:
+            with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
+                for path, text in zip(paths, texts.values()):
+                    write_utf8(renames.enter_context(atomic_output(path)), text)
+                kept = {path: _keep_aside(path) for path in paths}
+        except BaseException:
+            # A rename the OS refused after others were done (an immutable file, another user's file in a
+            # sticky folder): those go back to what they were, so none of the files is replaced.
+            _put_back(kept)
+            raise
+        finally:
+            for _, backup in kept.values():
+                if backup and os.path.lexists(backup):
+                    os.remove(backup)
     return paths
+
+
+def _keep_aside(path: str) -> tuple[bool, str | None]:
+    """Whether a local file is at ``path`` (a link's target) before it is replaced, and a second name (a hard
+    link) for it to put it back with: None when the file system cannot link it (it cannot be put back)."""
+    target = os.path.realpath(path)
+    if is_remote(path) or not os.path.isfile(target):
+        return False, None
+    backup = f"{target}{TMP_MARK}{uuid.uuid4().hex}.kept"
+    try:
+        os.link(target, backup)
+    except OSError:
+        return True, None
+    return True, backup
+
+
+def _put_back(kept: dict[str, tuple[bool, str | None]]) -> None:
+    """Undoes the renames done of ``kept`` (path -> whether a file was there, its second name): an earlier
+    file replaced is renamed back; a file that was not there before and is now (this run's) is removed."""
+    for path, (existed, backup) in kept.items():
+        if is_remote(path):
+            continue
+        target = os.path.realpath(path)
+        with contextlib.suppress(OSError):
+            if not existed and os.path.isfile(target):
+                os.remove(target)
+            elif backup and not os.path.samefile(backup, target):
+                os.replace(backup, target)
 
 
 @contextlib.contextmanager
@@ -222,6 +263,27 @@ def make_folders(path: str | os.PathLike) -> None:
         if isinstance(e, FileNotFoundError):
             raise
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path) from None
+
+
+def missing_folders(folder: str) -> list[str]:
+    """``folder`` and its parents that do not exist yet, innermost first."""
+    missing = []
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def remove_empty_folders(folders: list[str]) -> None:
+    """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)  # only an empty folder: what another run put in it keeps it
+        except OSError:
+            return
 
 
 def _dangling_link(path: str) -> str | None:

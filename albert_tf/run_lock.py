@@ -34,7 +34,8 @@ from typing import Callable, Iterator, NamedTuple
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import absolute, atomic_write_text, is_remote, make_folders, read_text, remove_file
+from albert_tf.fileio import (absolute, atomic_write_text, is_remote, make_folders, missing_folders, read_text,
+                              remove_empty_folders, remove_file)
 from albert_tf.processes import process_alive, process_start_ticks
 
 LOCK_FILENAME = "run.lock"
@@ -214,23 +215,23 @@ def output_dir_lock(output_dir: str, num_workers: int = 1, worker_index: int = 0
                 _runs.pop()  # then run_files releases the file locks the run took
                 _held.discard(path)
     finally:
-        if created and not is_remote(output_dir):
-            with contextlib.suppress(OSError):  # not empty (another worker's lock, the run's files) or gone
-                os.rmdir(output_dir)
+        if not is_remote(output_dir):  # not when not empty (another worker's lock, the run's files) or gone
+            remove_empty_folders(created)
 
 
-def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int, messages: JobMessages | None) -> bool:
-    """Makes ``output_dir`` if missing; whether this job made it (then it is removed again if empty at the end).
+def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int,
+                      messages: JobMessages | None) -> list[str]:
+    """Makes ``output_dir`` if missing; the folders this job made, innermost first (then removed again if empty
+    at the end): ``output_dir`` and the parents it made for it (a refused ``runs/new/MRPC`` left ``runs/new``).
 
     The rule for a multi-worker job: the last worker to release its lock removes the folder if the job made it
     and it is empty (each worker's lock file keeps it from being empty until then). So every worker must know
     whether the job made it, not only whether it did: the chief looks and makes it, and tells the other workers,
     which make theirs only after its word (on a filesystem of their own, they also count their own making).
-    Without the job's ``messages`` each worker counts only its own making (an empty folder may stay)."""
-    import tensorflow as tf
-
+    Without the job's ``messages`` each worker counts only its own making (an empty folder may stay). The other
+    workers know of the chief's making only ``output_dir``, not the parents it made."""
     if num_workers <= 1 or messages is None:
-        made = not tf.io.gfile.exists(output_dir)
+        made = _missing(output_dir)
         make_folders(output_dir)
         return made
     global _words_on_output_dir
@@ -239,7 +240,7 @@ def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int, mess
     _words_on_output_dir += 1
     about = f"whether the job made --output_dir (multi-worker run {_words_on_output_dir} of this process)"
     if worker_index == 0:
-        made = not tf.io.gfile.exists(output_dir)
+        made = _missing(output_dir)
         make_folders(output_dir)
         messages.tell(about, _MADE if made else _FOUND)
         return made
@@ -247,9 +248,18 @@ def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int, mess
         chief_made = messages.chiefs_word(about) == _MADE
     except RunError:  # the chief stopped before its lock (WorkerLostError): this worker's run ends on its own
         chief_made = False
-    made = chief_made or not tf.io.gfile.exists(output_dir)
+    made = _missing(output_dir) or ([output_dir] if chief_made else [])
     make_folders(output_dir)
     return made
+
+
+def _missing(output_dir: str) -> list[str]:
+    """``output_dir`` and its parents that do not exist yet, innermost first ([] or [output_dir] when remote)."""
+    import tensorflow as tf
+
+    if is_remote(output_dir):
+        return [] if tf.io.gfile.exists(output_dir) else [output_dir]
+    return missing_folders(output_dir)
 
 
 _MADE, _FOUND = "made", "found"  # the chief's word on --output_dir to the other workers of a multi-worker job

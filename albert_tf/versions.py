@@ -16,6 +16,22 @@ from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote, make_folders
 from albert_tf.processes import process_alive
 
 
+def version_base_problem(flag: str, base: str) -> str | None:
+    """Why versions could not be written into the local folder ``base`` (``--<flag>``), or None: a file at its
+    name or a parent's, or a first existing folder this user cannot write in. For the drivers' flag checks:
+    the export comes after training and prediction, which such a place made fail at their end."""
+    if is_remote(base):
+        return None
+    folder = os.path.abspath(base)
+    while not os.path.exists(folder):  # created by the export: what counts is the first folder that exists
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"--{flag}={base}: {folder} is a file; expected a folder for the exported versions"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--{flag}={base}: cannot write in {folder}; expected a folder this user can write in"
+    return None
+
+
 @contextlib.contextmanager
 def new_version_folder(base: str) -> Iterator[tuple[str, str]]:
     """(folder to write, ``<base>/<unix time>``) as an exported SavedModel's versions are named: on success

@@ -55,3 +55,32 @@ def test_a_full_disk_names_the_output(tmp_path, monkeypatch, write):
     assert err.value.errno == errno.ENOSPC
     assert error_line(err.value) == f"[Errno 28] No space left on device: '{target}'"
     assert list(tmp_path.iterdir()) == []  # no temporary left behind
+
+
+@pytest.mark.parametrize("before", ["both there", "none there"])
+def test_a_refused_rename_leaves_every_file_of_the_set_as_it_was(tmp_path, monkeypatch, before):
+    """test_results.tsv immutable (chattr +i), or another user's in a sticky folder: its rename fails after
+    submit_results.tsv's was done, which left one file new and one old. Now both stay as they were."""
+    import os
+
+    first, second = tmp_path / "test_results.tsv", tmp_path / "submit_results.tsv"
+    if before == "both there":
+        first.write_text("old test\n")
+        second.write_text("old submit\n")
+    real_replace = os.replace
+
+    def refused_for_first(src, dst):
+        if os.fspath(dst) == str(first):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refused_for_first)
+    with pytest.raises(OSError) as err:
+        atomic_write_texts({first: "new test\n", second: "new submit\n"})
+    monkeypatch.undo()
+    assert error_line(err.value) == f"[Errno 1] Operation not permitted: '{first}'"
+    if before == "both there":
+        assert (first.read_text(), second.read_text()) == ("old test\n", "old submit\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["submit_results.tsv", "test_results.tsv"]
+    else:
+        assert list(tmp_path.iterdir()) == []  # no half of the set, no temporary, no second name left

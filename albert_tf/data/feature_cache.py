@@ -31,7 +31,8 @@ from typing import Any, Callable, Mapping
 from absl import logging
 
 from albert_tf.data.records import RecordSchema
-from albert_tf.fileio import atomic_output, atomic_write_text, is_remote, make_folders, read_text
+from albert_tf.fileio import (atomic_output, atomic_write_text, is_remote, make_folders, missing_folders, read_text,
+                              remove_empty_folders)
 from albert_tf.errors import RunError
 from albert_tf.run_lock import (JobMessages, RunLockedError, at_run_end, current_worker, file_lock_for_run,
                                    file_lock_path, job_messages, live_holder)
@@ -206,38 +207,17 @@ def _in_its_folder(record_file: str, side_file: str, schema: RecordSchema, setti
                    keyed_name: bool) -> CachedSplit:
     """The cache's folder made, then ``_lookup_or_build``."""
     folder = os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file))
-    created = [] if is_remote(folder) else _missing_folders(folder)
+    created = [] if is_remote(folder) else missing_folders(folder)
     make_folders(folder)
     # Folders made here for the cache are removed again if still empty once its lock is released (at the run's
     # end, or below): a refused or failed run leaves nothing behind.  Registered before the lock, so run after.
     if created:
-        at_run_end(lambda: _remove_empty(created))
+        at_run_end(lambda: remove_empty_folders(created))
     try:
         return _lookup_or_build(record_file, side_file, schema, settings, key, build, sizes, source, expected,
                                 keyed_name)
     finally:
-        _remove_empty(created)
-
-
-def _missing_folders(folder: str) -> list[str]:
-    """``folder`` and its parents that do not exist yet, innermost first."""
-    missing = []
-    while folder and not os.path.lexists(folder):
-        missing.append(folder)
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return missing
-
-
-def _remove_empty(folders: list[str]) -> None:
-    """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
-    for folder in folders:
-        try:
-            os.rmdir(folder)  # only an empty folder: another run's lock or records in it keep it
-        except OSError:
-            return
+        remove_empty_folders(created)
 
 
 def _lookup_or_build(record_file: str, side_file: str, schema: RecordSchema, settings: Mapping[str, Any], key: str,

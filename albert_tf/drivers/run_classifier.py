@@ -33,6 +33,7 @@ from albert_tf.drivers.finetuning import (albert_config_from_flags, check_stage_
 from albert_tf.glue import custom
 from albert_tf.glue.processors import PREDICT_ONLY, TASK_NAMES
 from albert_tf.training.flags import define_flags
+from albert_tf.versions import version_base_problem
 
 FLAGS = flags.FLAGS
 
@@ -112,6 +113,10 @@ def task_and_job_from_flags():
     if FLAGS.export_dir and FLAGS.text_signature and not FLAGS.spm_model_file:  # before training, not after it
         raise ValueError("--export_dir: the raw-text signature needs --spm_model_file (SentencePiece model); "
                          "a WordPiece --vocab_file cannot be exported with it (--notext_signature exports without it)")
+    if FLAGS.export_dir:  # a file or a read-only place there failed after training and prediction
+        problem = version_base_problem("export_dir", FLAGS.export_dir)
+        if problem:
+            raise ValueError(problem)
     config = albert_config_from_flags(FLAGS, FLAGS.spm_model_file, FLAGS.vocab_file, unused)
     job = job_from_flags(FLAGS, config, unused, num_train_steps=FLAGS.train_step, warmup_steps=FLAGS.warmup_step,
                          do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size, export_dir=FLAGS.export_dir)

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from albert_tf.data.batching import check_max_length
 from albert_tf.fileio import atomic_output
-from albert_tf.versions import new_version_folder
+from albert_tf.versions import new_version_folder, version_base_problem
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.training import faults
 
@@ -77,11 +77,13 @@ def _span_signature(flat: bytes) -> dict | None:
 def check_export_dir(export_dir: str) -> list[str]:
     """Problems (one line each) with ``--export_dir``: a file where the folder should be, or an
     ``albert_model.tflite`` there that is not a span model as this export writes it (the user's: not replaced)."""
+    # A read-only place (or a file above it) failed after training and prediction.
+    unwritable = version_base_problem("export_dir", export_dir)
     if not tf.io.gfile.exists(export_dir):
-        return []
+        return [unwritable] if unwritable else []
     if not tf.io.gfile.isdir(export_dir):
         return [f"--export_dir={export_dir} is a file; expected a folder"]
-    problems = []
+    problems = [unwritable] if unwritable else []
     saved = os.path.join(export_dir, SAVED_MODEL_DIR)
     if tf.io.gfile.exists(saved) and not tf.io.gfile.isdir(saved):
         problems.append(f"--export_dir: {saved} is a file; the SavedModel versions go in a folder of that name")

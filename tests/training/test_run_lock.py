@@ -93,3 +93,20 @@ def test_a_takeover_file_left_by_a_killed_run_is_named(tmp_path, monkeypatch):
         run_lock.RunLock(path).acquire()
     assert str(err.value) == (f"could not take the run lock {path}: another run keeps taking it over (if no run "
                               f"is starting, delete {path}{run_lock.TAKEOVER_SUFFIX})")
+
+
+def test_a_failed_run_removes_the_parent_folders_it_made_for_its_output_dir(tmp_path):
+    """A refused run into ``runs/new/MRPC`` left ``runs/new`` (only ``MRPC`` was removed again); folders that
+    were there, or that hold anything, stay."""
+    existing = tmp_path / "runs"
+    existing.mkdir()
+    with pytest.raises(ValueError):
+        with run_lock.output_dir_lock(str(existing / "new" / "deeper" / "MRPC")):
+            raise ValueError("the data file is missing")
+    assert list(existing.iterdir()) == []
+    # A parent holding something another process put there (here: before the run ended) stays.
+    with pytest.raises(ValueError):
+        with run_lock.output_dir_lock(str(existing / "new" / "MRPC")):
+            (existing / "new" / "notes.txt").write_text("mine\n")
+            raise ValueError("the data file is missing")
+    assert sorted(p.name for p in (existing / "new").iterdir()) == ["notes.txt"]
