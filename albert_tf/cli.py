@@ -77,7 +77,8 @@ def expand_home_in_path_flags() -> None:
     from absl import flags
 
     values = flags.FLAGS
-    for name, flag in values._flags().items():  # noqa: SLF001  (absl has no public list with the flag objects)
+    for name in list(values):
+        flag = values[name]
         if not (flag.present and isinstance(flag.value, str) and _PATH_FLAG.search(name) and "~" in flag.value):
             continue
         expanded = ",".join(os.path.expanduser(item) if item.startswith("~") else item
