@@ -202,7 +202,8 @@ def test_segmentation_ties_resolve_as_in_the_originals_sentencepiece(tokenizer, 
     """Repeated digits make ties between segmentations ('888': '8 88' or '88 8', the same pieces in another
     order), decided by float32 sums and the order of the lattice's nodes. The Python path must decide them
     as the SentencePiece of the original's time (0.1.85's Lattice::Viterbi, ported above); sentencepiece
-    0.1.99 / 0.2.0 and tensorflow-text's copy (the in-graph tokenizer) decide '888' the other way."""
+    0.1.99 / 0.2.0 and tensorflow-text's SentencepieceTokenizer decide '888' the other way (the in-graph
+    tokenizer uses its FastSentencepieceTokenizer, which agrees: test_tf_tokenizer.py)."""
     pieces = tokenizer.tokenize(text)
     if any(p.endswith(",") and len(p) > 1 for p in pieces):  # the digit-comma rule re-encodes these pieces
         pytest.fail(f"pick a text without the digit-comma rule: {pieces}")
