@@ -238,3 +238,16 @@ def test_the_eval_log_line_prints_the_digits_eval_results_txt_has(task, job, tmp
     for key, text in logged.items():
         if key not in ("global_step", "num_examples"):
             assert text == str(np.float32(text)), (key, text)
+
+
+def test_the_predict_log_line_names_each_output_without_python_reprs(task, job, tmp_path, monkeypatch):
+    """It read "predictions: ('<dir>/test_results.tsv', '<dir>/submit_results.tsv')" (SQuAD's: a list, and its
+    metrics as a dict): the paths are named as the closing summary names them, the figures as eval_results.txt."""
+    source = tmp_path / "source"
+    _save(heads.build_classifier(job.albert_config, "mrpc"), str(source), 7)
+    logged_lines = []
+    monkeypatch.setattr(runner.logging, "info", lambda message, *args: logged_lines.append(message % args))
+    produced = run(task, dataclasses.replace(job, init_checkpoint=str(source / "model.ckpt-7"), do_predict=True), CPU)
+    (line,) = [line for line in logged_lines if line.startswith("Predicted ")]
+    assert line.endswith(f"records with {source / 'model.ckpt-7'}: predictions: {', '.join(produced['predictions'])}")
+    assert runner._inline({"exact": np.float32(0.5), "total": 2}) == "exact = 0.5, total = 2"
