@@ -353,6 +353,9 @@ class _Runner:
             evaluated = self.evaluate_without_training(model)
         if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
+            keeper = BestCheckpointKeeper(job.output_dir, task.key_metric)
+            if keeper.read()[1] >= 0 and tf.io.gfile.exists(keeper.best_prefix + ".index"):
+                produced["best_checkpoint"] = keeper.best_prefix  # as run_pretraining.py names it
         if job.do_predict or job.export_dir:
             weights = resolve_weights(job.output_dir, job.init_checkpoint)
             model = model or self.built_model()

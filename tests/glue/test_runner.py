@@ -251,3 +251,19 @@ def test_the_predict_log_line_names_each_output_without_python_reprs(task, job, 
     (line,) = [line for line in logged_lines if line.startswith("Predicted ")]
     assert line.endswith(f"records with {source / 'model.ckpt-7'}: predictions: {', '.join(produced['predictions'])}")
     assert runner._inline({"exact": np.float32(0.5), "total": 2}) == "exact = 0.5, total = 2"
+
+
+def test_a_run_that_evaluates_its_checkpoints_names_the_best_it_kept(task, job, monkeypatch):
+    """--do_eval over the run's checkpoints copies the best to model.ckpt-best: the closing summary named
+    eval_results.txt only (run_pretraining.py's names its best_checkpoint). From --init_checkpoint: no best."""
+    os.makedirs(job.output_dir)
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):
+        _save(model, job.output_dir, step)
+    produced = run(task, dataclasses.replace(job, do_eval=True), CPU)
+    best = os.path.join(job.output_dir, "model.ckpt-best")
+    assert produced["best_checkpoint"] == best and os.path.exists(best + ".index")
+    assert list(produced) == ["eval_results", "best_checkpoint"]
+    elsewhere = dataclasses.replace(job, output_dir=job.output_dir + "_init", do_eval=True,
+                                    init_checkpoint=os.path.join(job.output_dir, "model.ckpt-20"))
+    assert "best_checkpoint" not in run(task, elsewhere, CPU)
