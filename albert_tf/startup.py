@@ -15,7 +15,11 @@ default that hides
   reaches (``WARNING: All log messages before absl::InitializeLog() ...`` and
   ``Could not find cuda drivers``): standard error is captured while ``tensorflow`` is
   imported and written back without them (anything else printed then is kept);
-- Python warnings that TensorFlow and Keras raise on import.
+- Python warnings that TensorFlow and Keras raise on import;
+- the INFO records TensorFlow's and Keras's own Python code logs while a driver runs, between the
+  driver's INFO lines (``Sharding callback duration: 8 microseconds`` twice per checkpoint; at each
+  export ``Assets written to`` twice, a fingerprint line and the renaming of numbered inputs); their
+  warnings and errors are kept (``LibraryInfoFilter``).
 
 ``--verbosity=1`` (absl's flag, also ``-v 1``) or ``ALBERT_TF_VERBOSE=1`` in the
 environment shows everything.  Errors never go through here: a driver's own error
@@ -28,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -106,6 +111,33 @@ def filtered_stderr() -> Iterator[None]:
                 sys.stderr.flush()
 
 
+class LibraryInfoFilter(logging.Filter):
+    """Drops the records below WARNING that code under ``folders`` (TensorFlow's, Keras's) logged."""
+
+    def __init__(self, folders: Sequence[str]):
+        super().__init__()
+        self.folders = tuple(os.path.join(os.path.realpath(folder), "") for folder in folders)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not os.path.realpath(record.pathname).startswith(self.folders)
+
+
+def _quiet_library_info(tensorflow) -> None:
+    """Filters TensorFlow's and Keras's INFO records from absl's logger (which TensorFlow's checkpoint and
+    SavedModel code log through) and TensorFlow's own (whose records also reach its own handler: twice)."""
+    from absl import logging as absl_logging  # imported by TensorFlow already
+
+    folders = [os.path.dirname(tensorflow.__file__)]
+    for name in ("keras", "tf_keras"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)  # a top-level package: found, not imported
+            if spec is not None and spec.origin:
+                folders.append(os.path.dirname(spec.origin))
+    info_filter = LibraryInfoFilter(folders)
+    for logger in (absl_logging.get_absl_logger(), logging.getLogger("tensorflow")):
+        logger.addFilter(info_filter)
+
+
 class _QuietLoader(importlib.abc.Loader):
     """Runs the real loader of a noisy module inside `filtered_stderr()`."""
 
@@ -123,6 +155,8 @@ class _QuietLoader(importlib.abc.Loader):
         with filtered_stderr():
             self._loader.exec_module(module)
             _list_devices(module)
+        with contextlib.suppress(Exception):  # never a reason for a driver not to start
+            _quiet_library_info(module)
 
 
 def _list_devices(tensorflow) -> None:

@@ -127,3 +127,39 @@ def test_every_launcher_and_console_script_starts_through_the_drivers_package():
             f"from albert_tf.drivers import {launcher.stem}" in code, launcher.name
     scripts = re.findall(r'"albert-[\w-]+=([\w.]+):run"', (REPO / "setup.py").read_text())
     assert scripts and all(s.startswith("albert_tf.drivers.") for s in scripts), scripts
+
+
+def test_tensorflows_info_records_are_hidden_between_a_drivers_lines_and_its_warnings_kept(tmp_path):
+    """Each checkpoint save logged "Sharding callback duration: 8 microseconds" twice among a driver's INFO
+    lines, each export "Assets written to" twice (absl's handler and TensorFlow's own), a fingerprint line
+    and the renaming of numbered inputs. ALBERT_TF_VERBOSE=1 shows them."""
+    script = (
+        "import albert_tf.drivers, sys\n"
+        "import tensorflow as tf\n"
+        "from absl import logging\n"
+        "from tensorflow.python.platform import tf_logging\n"
+        "logging.use_absl_handler()\n"
+        "logging.set_verbosity(logging.INFO)\n"
+        "logging.info('ours before')\n"
+        f"tf.train.Checkpoint(v=tf.Variable(1.0)).write({str(tmp_path / 'ckpt')!r})\n"
+        f"open({str(tmp_path / 'vocab.txt')!r}, 'w').write('a')\n"
+        f"module = tf.Module(); module.vocab = tf.saved_model.Asset({str(tmp_path / 'vocab.txt')!r})\n"
+        f"tf.saved_model.save(module, {str(tmp_path / 'export')!r})\n"  # 'Assets written to', TensorFlow's
+        "tf_logging.warning('a warning')\n"
+        "tf_logging.info('ours through tf_logging')\n"  # named by its caller, here: not TensorFlow's
+        "logging.info('ours after')\n")
+    env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
+    env.update(PYTHONPATH=str(REPO))
+
+    def run(extra_env):
+        done = subprocess.run([sys.executable, "-c", script], env={**env, **extra_env}, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    loud = run({VERBOSE_ENV: "1"})
+    assert "Sharding callback duration" in loud and "Assets written to" in loud
+    quiet = run({})
+    assert "Sharding callback duration" not in quiet and "Assets written to" not in quiet
+    for line in ("ours before", "a warning", "ours through tf_logging", "ours after"):
+        assert line in quiet

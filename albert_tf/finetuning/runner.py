@@ -137,6 +137,16 @@ def own_weights_ahead_of_init(output_dir: str, do_train: bool, predicts_or_expor
     return listed[-1] if listed else None
 
 
+def _inline(value: Any) -> str:
+    """An output as a log line names it: paths joined by commas, figures as ``key = value`` as the result
+    files print them; never a Python list or dict repr (brackets, quotes)."""
+    if isinstance(value, dict):
+        return format_inline(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
 class _Runner:
     """One run of ``task`` as ``job`` says, on ``strategy``."""
 
@@ -276,7 +286,7 @@ class _Runner:
         context = PredictContext(weights, checkpoint_step(weights), selected=self.job.do_eval)
         written = self.task.write_predictions(self.job.output_dir, test, outputs, context)
         logging.info("Predicted %d %s records with %s: %s", test.cached.num_records, self.task.name, weights,
-                     ", ".join(f"{k}: {v}" for k, v in written.items()))
+                     "; ".join(f"{k}: {_inline(v)}" for k, v in written.items()))
         return written
 
     def run(self) -> dict[str, Any]:
@@ -343,6 +353,9 @@ class _Runner:
             evaluated = self.evaluate_without_training(model)
         if evaluated:  # not an old file's numbers for this run's
             produced["eval_results"] = os.path.join(job.output_dir, EVAL_RESULTS_FILE)
+            keeper = BestCheckpointKeeper(job.output_dir, task.key_metric)
+            if keeper.read()[1] >= 0 and tf.io.gfile.exists(keeper.best_prefix + ".index"):
+                produced["best_checkpoint"] = keeper.best_prefix  # as run_pretraining.py names it
         if job.do_predict or job.export_dir:
             weights = resolve_weights(job.output_dir, job.init_checkpoint)
             model = model or self.built_model()

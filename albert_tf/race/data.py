@@ -89,8 +89,9 @@ def levels_to_read(high_only: bool = False, middle_only: bool = False) -> tuple[
 
 
 def race_files(data_dir: str | os.PathLike, split: str, high_only: bool = False,
-               middle_only: bool = False) -> list[tuple[str, str]]:
-    """(level, path) of every file a split reads, in reading order."""
+               middle_only: bool = False, announce: bool = True) -> list[tuple[str, str]]:
+    """(level, path) of every file a split reads, in reading order; ``announce``: log what is read (once a
+    run: the reading, not a second listing of the same files)."""
     if split not in SPLITS:
         raise RaceDataError(f"unknown RACE split {split!r}: expected one of {', '.join(SPLITS)}")
     files = []
@@ -104,8 +105,9 @@ def race_files(data_dir: str | os.PathLike, split: str, high_only: bool = False,
             raise RaceDataError(f"no .txt files in {folder} (expected RACE's all.txt or one file per article)")
         if ALL_FILE in names:
             names = [ALL_FILE]
-            logging.info("RACE %s/%s: reading %s", split, level, _join(folder, ALL_FILE))
-        else:
+            if announce:
+                logging.info("RACE %s/%s: reading %s", split, level, _join(folder, ALL_FILE))
+        elif announce:
             logging.info("RACE %s/%s: no %s, reading the %d per-article files in %s", split, level, ALL_FILE,
                          len(names), folder)
         paths = [_join(folder, n) for n in names]

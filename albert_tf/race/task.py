@@ -71,7 +71,8 @@ class RaceTask(FineTuningTask):
 
     def load_split(self, split: str) -> Split:
         examples = self._read(split)
-        data_files = [path for _, path in race_files(self.data_dir, split, self.high_only, self.middle_only)]
+        data_files = [path for _, path in race_files(self.data_dir, split, self.high_only, self.middle_only,
+                                                     announce=False)]  # _read said what it reads
         record_file = self._record_file(split)
         cached = records.cached_features(examples, data_files, record_file, self.tokenizer, self.tokenizer_id,
                                          self.max_seq_length, self.max_qa_length)

@@ -113,6 +113,11 @@ class BestCheckpointKeeper:
                 f"the previous best is unchanged; free space and rerun to evaluate again") from e
 
 
+def _mtime_ns(path: str) -> int:
+    """A file's modification time: to the nanosecond on a local disk (the OS's), else as gfile has it."""
+    return os.stat(path).st_mtime_ns if "://" not in path else tf.io.gfile.stat(path).mtime_nsec
+
+
 def _as_written(number: Any, kind: type) -> float:
     """``number`` as ``best_trial.txt`` holds a value of type ``kind`` (its ``format_value`` text)."""
     return float(format_value(kind(number)))
@@ -138,10 +143,6 @@ class CheckpointEvaluator:
         self.writes = writes
         self.keeper = BestCheckpointKeeper(output_dir, key_metric, higher_is_better)
         self.damaged: list[str] = []  # why each checkpoint pending() left out is damaged
-        # Whether the next block may already be in eval_results.txt: only the first checkpoint this evaluator
-        # records, and only one left pending by an earlier run (``_write_block``).
-        self._maybe_written = False
-        self._recorded_any = False
         if writes:
             self.keeper.check_ours()  # before any work
         self.results_path = os.path.join(output_dir, EVAL_RESULTS_FILE)
@@ -180,12 +181,11 @@ class CheckpointEvaluator:
                 logging.info("Not evaluating %s: saved when the run was stopped, off the checkpoint schedule.",
                              ", ".join(off))
             paths = [p for p in paths if p not in off]
-        for path in paths:
+        for index, path in enumerate(paths):
             if self.load is not None:
                 self.load(path)
-            results = self.evaluate(path)
-            self._maybe_written = not self._recorded_any  # an earlier run may have written its block
-            self._record(path, results)
+            # Only the first can be a checkpoint a killed run had written the block of (see `_write_block`).
+            self._record(path, self.evaluate(path), maybe_recorded=index == 0)
         return len(paths)
 
     def after_save(self, checkpoint_path: str) -> Mapping[str, Any]:
@@ -204,25 +204,31 @@ class CheckpointEvaluator:
             write_eval_results(self.results_path, results, self.layout)
         return results
 
-    def _record(self, path: str, results: Mapping[str, Any]) -> None:
+    def _record(self, path: str, results: Mapping[str, Any], maybe_recorded: bool = False) -> None:
         if not self.writes:
             return
         # eval_results.txt first: a failed write leaves the step unrecorded, so a rerun evaluates it again.
-        try:
-            self.keeper.update(path, results, lambda best: self._write_block(results, best))
-        finally:
-            self._maybe_written = False
-        self._recorded_any = True
+        self.keeper.update(path, results, lambda best: self._write_block(path, results, best, maybe_recorded))
 
-    def _write_block(self, results: Mapping[str, Any], best: float | None) -> None:
-        """Adds the block of ``results`` to eval_results.txt, unless the file already ends with that very
-        block: a run killed after writing it and before ``best_trial.txt`` recorded the step left it there,
-        and the rerun evaluates that checkpoint again (the same numbers: resume is exact). Appending it again
-        repeated the block, which an uninterrupted run's file does not have. Only for the first checkpoint
-        this evaluator records, when an earlier run left it pending: SQuAD's blocks hold no step, so two
-        checkpoints scoring the same have the same block, and the original writes both."""
+    def _written_since(self, checkpoint_path: str) -> bool:
+        """Whether eval_results.txt was written after the checkpoint was saved (so it may hold its block).
+        Equal times say no: at worst a block repeated, never one lost (gfile's times are whole seconds)."""
+        try:
+            return _mtime_ns(self.results_path) > _mtime_ns(checkpoint_path + ".index")
+        except (tf.errors.OpError, OSError):
+            return False
+
+    def _write_block(self, checkpoint_path: str, results: Mapping[str, Any], best: float | None,
+                     maybe_recorded: bool) -> None:
+        """Adds the block of ``results`` to eval_results.txt, unless a run killed after writing it and before
+        ``best_trial.txt`` recorded the step left it there: the rerun evaluates that checkpoint again (the same
+        numbers: resume is exact), and appending it again repeated the block, which an uninterrupted run's file
+        does not have. That is the first checkpoint a rerun evaluates (``maybe_recorded``), the file ending with
+        that very block, written after the checkpoint was saved. Not any block equal to the last one: SQuAD's
+        blocks have no step, and two checkpoints scoring the same (every answer empty, early in 2.0's training)
+        wrote one block for both, the second step's evaluation logged and missing from the file."""
         block = format_eval_results(results, self.layout, best)
-        if self.layout.append and self._maybe_written:
+        if self.layout.append and maybe_recorded and self._written_since(checkpoint_path):
             previous = read_run_text(self.results_path) or ""
             if previous == block or previous.endswith("\n" + block):
                 logging.info("%s already ends with this evaluation's block (a run stopped before recording "

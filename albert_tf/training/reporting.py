@@ -78,11 +78,15 @@ class Reporter:
         }
         for name, (num, den) in interval.metrics.items():
             logs[name] = num / den if den else float("nan")
-        eta = (self.num_train_steps - step) * seconds_per_step
+        left = self.num_train_steps - step
+        rate = f"{logs['examples_per_second']:.1f}"
+        if interval.timed_steps or not left:
+            eta = format_duration(left * seconds_per_step)
+        else:  # the first call's tracing and compiling is all there is: no rate of the steps to come
+            rate, eta = rate + " (with start-up)", "?"
         extra = "".join(f", {name} = {logs[name]:.4f}" for name in interval.metrics)
-        logging.info("step %d/%d: loss = %.4f, lr = %.3e, examples/s = %.1f, ETA %s%s",
-                     step, self.num_train_steps, logs["loss"], logs["learning_rate"],
-                     logs["examples_per_second"], format_duration(eta), extra)
+        logging.info("step %d/%d: loss = %.4f, lr = %.3e, examples/s = %s, ETA %s%s",
+                     step, self.num_train_steps, logs["loss"], logs["learning_rate"], rate, eta, extra)
         with self.writer.as_default(step=step):
             for name, value in logs.items():
                 write_scalar_summary(name, value)

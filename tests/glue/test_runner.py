@@ -238,3 +238,32 @@ def test_the_eval_log_line_prints_the_digits_eval_results_txt_has(task, job, tmp
     for key, text in logged.items():
         if key not in ("global_step", "num_examples"):
             assert text == str(np.float32(text)), (key, text)
+
+
+def test_the_predict_log_line_names_each_output_without_python_reprs(task, job, tmp_path, monkeypatch):
+    """It read "predictions: ('<dir>/test_results.tsv', '<dir>/submit_results.tsv')" (SQuAD's: a list, and its
+    metrics as a dict): the paths are named as the closing summary names them, the figures as eval_results.txt."""
+    source = tmp_path / "source"
+    _save(heads.build_classifier(job.albert_config, "mrpc"), str(source), 7)
+    logged_lines = []
+    monkeypatch.setattr(runner.logging, "info", lambda message, *args: logged_lines.append(message % args))
+    produced = run(task, dataclasses.replace(job, init_checkpoint=str(source / "model.ckpt-7"), do_predict=True), CPU)
+    (line,) = [line for line in logged_lines if line.startswith("Predicted ")]
+    assert line.endswith(f"records with {source / 'model.ckpt-7'}: predictions: {', '.join(produced['predictions'])}")
+    assert runner._inline({"exact": np.float32(0.5), "total": 2}) == "exact = 0.5, total = 2"
+
+
+def test_a_run_that_evaluates_its_checkpoints_names_the_best_it_kept(task, job, monkeypatch):
+    """--do_eval over the run's checkpoints copies the best to model.ckpt-best: the closing summary named
+    eval_results.txt only (run_pretraining.py's names its best_checkpoint). From --init_checkpoint: no best."""
+    os.makedirs(job.output_dir)
+    model = heads.build_classifier(job.albert_config, "mrpc")
+    for step in (10, 20):
+        _save(model, job.output_dir, step)
+    produced = run(task, dataclasses.replace(job, do_eval=True), CPU)
+    best = os.path.join(job.output_dir, "model.ckpt-best")
+    assert produced["best_checkpoint"] == best and os.path.exists(best + ".index")
+    assert list(produced) == ["eval_results", "best_checkpoint"]
+    elsewhere = dataclasses.replace(job, output_dir=job.output_dir + "_init", do_eval=True,
+                                    init_checkpoint=os.path.join(job.output_dir, "model.ckpt-20"))
+    assert "best_checkpoint" not in run(task, elsewhere, CPU)

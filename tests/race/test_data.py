@@ -176,3 +176,21 @@ def test_padding_examples_fill_to_a_multiple_and_are_marked(race_dir, make_recor
     assert len(data.pad_to_multiple(examples, 5)) == 10
     with pytest.raises(ValueError, match="padding multiple must be >= 1"):
         data.pad_to_multiple(examples, 0)
+
+
+def test_a_run_says_once_which_files_a_split_reads(race_dir, make_record, tokenizer, tmp_path, monkeypatch):
+    """The task reads a split when it checks the splits, and lists its files again to cache its features:
+    each "RACE train/<level>: reading ..." line came twice."""
+    from albert_tf.race.task import RaceTask
+
+    for level in ("middle", "high"):
+        root = race_dir("train", level, [make_record(id=f"{level}1.txt")])
+    lines = []
+    monkeypatch.setattr(data.logging, "info", lambda message, *args: lines.append(message % args))
+    task = RaceTask(data_dir=root, output_dir=str(tmp_path / "out"), tokenizer=tokenizer, tokenizer_id="t",
+                    max_seq_length=64, max_qa_length=32)
+    task.check_splits(["train"])
+    assert task.load_split("train").cached.num_records == 2
+    reading = [line for line in lines if ": reading " in line]
+    assert reading == [f"RACE train/{level}: reading {os.path.join(root, 'RACE', 'train', level, 'all.txt')}"
+                       for level in ("middle", "high")]

@@ -434,3 +434,43 @@ def test_checkpoints_scoring_the_same_each_get_their_block(tmp_path):
     evaluator.after_save(str(tmp_path / "model.ckpt-30"))
     assert (tmp_path / "eval_results.txt").read_text() == block * 3
     assert (tmp_path / "best_trial.txt").read_text() == "30:10:60.0"
+
+
+def _squad_like_evaluator(out, scores):
+    """SQuAD's layout: blocks without a step, so two checkpoints that score the same write equal blocks."""
+    layout = results.ResultsLayout(sort_keys=True, best_line=True, best_label="best f1", separator="=" * 50,
+                                   append=True)
+    return checkpoint_evaluation.CheckpointEvaluator(
+        str(out), lambda path: {"f1": scores[files.step_of(path)]}, "f1", layout)
+
+
+def test_two_checkpoints_that_score_the_same_each_get_their_block(tmp_path):
+    """Early in SQuAD 2.0's training every answer is empty: steps 5 and 8 score the same. Each evaluation
+    logged is in eval_results.txt, as in the original, whether evaluated after its save or in one pass."""
+    scores = {5: 49.8, 8: 49.8, 11: 50.0}
+    after_save = tmp_path / "after_save"
+    evaluator = _squad_like_evaluator(after_save, scores)
+    for step in (5, 8, 11):
+        evaluator.after_save(save(after_save, step, float(step)))
+    blocks = (after_save / "eval_results.txt").read_text().split("=" * 50 + "\n")
+    assert [block.splitlines()[0] for block in blocks[:3]] == ["f1 = 49.8", "f1 = 49.8", "f1 = 50.0"]
+    assert (after_save / "best_trial.txt").read_text() == "11:11:50.0"
+
+    one_pass = tmp_path / "one_pass"  # an eval-only run over checkpoints saved earlier
+    for step in (5, 8, 11):
+        save(one_pass, step, float(step))
+    assert _squad_like_evaluator(one_pass, scores).evaluate_pending() == 3
+    assert (one_pass / "eval_results.txt").read_text() == (after_save / "eval_results.txt").read_text()
+
+
+def test_a_checkpoint_saved_after_the_last_block_is_not_taken_for_a_killed_runs(tmp_path):
+    """Step 5 recorded whole; the run then saved step 8 and was killed before evaluating it. The rerun's
+    first evaluation (step 8, scoring as step 5) is new: its block is added, though equal to the last one."""
+    scores = {5: 49.8, 8: 49.8}
+    evaluator = _squad_like_evaluator(tmp_path, scores)
+    evaluator.after_save(save(tmp_path, 5, 5.0))
+    once = (tmp_path / "eval_results.txt").read_text()
+    save(tmp_path, 8, 8.0)
+    assert _squad_like_evaluator(tmp_path, scores).evaluate_pending() == 1
+    assert (tmp_path / "eval_results.txt").read_text() == once * 2
+

@@ -71,6 +71,21 @@ def test_a_report_after_the_first_call_alone_still_gives_a_rate(clock):
     assert logs["steps_per_second"] == pytest.approx(1 / 4.0)
 
 
+def test_a_line_after_the_first_call_alone_says_its_rate_holds_the_start_up_and_gives_no_eta(clock, logged):
+    """--log_steps=1, or a run resumed one step before a report: the line's only step is the one that traced and
+    compiled (4 s). It read "examples/s = 2.0, ETA 1h06m36s" (999 steps at 4 s), though steps take 0.5 s."""
+    interval = reporting.Interval.starting(0, ())
+    clock.now += 4.0
+    interval.add(_call(1), timed=False)
+    _reporter().log(interval, step=1)
+    assert logged[-1].endswith("examples/s = 2.0 (with start-up), ETA ?")
+    last = reporting.Interval.starting(999, ())  # the last step: nothing left, whatever the rate
+    clock.now += 4.0
+    last.add(_call(1), timed=False)
+    _reporter().log(last, step=1000)
+    assert logged[-1].endswith("examples/s = 2.0, ETA 0m00s")
+
+
 def test_later_intervals_are_timed_from_their_start(clock):
     interval = reporting.Interval.starting(10, ())
     clock.now += 10 * 0.25
