@@ -53,7 +53,9 @@ class LengthPolicy:
             return f"every row padded to max_seq_length ({self.pad_reason})"
         if self.static:
             return f"static buckets {', '.join(map(str, self.buckets)) if self.buckets else '32 doubled up to max_seq_length'}"
-        return f"each batch at its longest row rounded up to {self.multiple}"
+        if self.multiple == 1:
+            return "each batch at its longest row"
+        return f"each batch at its longest row rounded up to a multiple of {self.multiple}"
 
     def apply(self, dataset: tf.data.Dataset, cached: CachedSplit) -> tf.data.Dataset:
         if self.pad_to_max:

@@ -169,11 +169,12 @@ class _Runner:
             changed = [flag for flag, given in (("--seq_length_buckets", job.seq_length_buckets is not None),
                                                 ("--seq_length_multiple",
                                                  job.seq_length_multiple != batching.DEFAULT_MULTIPLE)) if given]
-            log = logging.warning if changed else logging.info  # a warning only for flags it cannot honour
-            log("%s keeps every row padded to max_seq_length (its head scores padding positions, as the "
-                "original: cut batches would change its numbers)%s", self.task.name,
-                f"; {', '.join(changed)} cannot cut them" if changed else "")
-        reason = "--pad_to_max_length" if job.pad_to_max_length else f"{self.task.name}'s numbers depend on it"
+            if changed:  # a warning only for flags it cannot honour; else the "Batch lengths" line says why
+                logging.warning("%s keeps every row padded to max_seq_length (its head scores padding positions, "
+                                "as the original: cut batches would change its numbers); %s cannot cut them",
+                                self.task.name, ", ".join(changed))
+        reason = ("--pad_to_max_length" if job.pad_to_max_length else
+                  f"{self.task.name}'s numbers depend on it: its head scores padding positions, as the original's")
         return datasets.LengthPolicy(padded, job.seq_length_multiple, static, job.seq_length_buckets, reason)
 
     # ---- models ----
@@ -234,8 +235,9 @@ class _Runner:
             raise ValueError("training needs the loop's settings and an optimizer (FineTuningJob.train, .optimizer_fn)")
         config = dataclasses.replace(job.train, output_dir=job.output_dir)
         train = self.task.load_split("train")
-        logging.info("Training %s on %d records, %d steps of %d.", self.task.name, train.cached.num_records,
-                     config.num_train_steps, config.train_batch_size)
+        steps = config.num_train_steps
+        logging.info("Training %s on %d records, %d step%s of %d.", self.task.name, train.cached.num_records,
+                     steps, "" if steps == 1 else "s", config.train_batch_size)
         loop_task = Task(
             build_model=self.new_model,
             loss_fn=self.task.loss,

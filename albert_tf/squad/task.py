@@ -77,6 +77,7 @@ class SquadTask(FineTuningTask):
     predict_feature_file: str | None = None  # default <output_dir>/predict.tf_record
     predict_feature_left_file: str | None = None  # default <predict_feature_file>.json
     serving_precision: str = "float32"  # --serving_precision: what the exported SavedModel computes in
+    _prediction_counted: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     shuffle_buffer = 100  # on pre-shuffled examples, as the original
 
@@ -121,7 +122,10 @@ class SquadTask(FineTuningTask):
         if split == "train":
             return Split(split, self._features(True))
         cached = self._features(False)
-        logging.info("SQuAD prediction: %d questions, %d features", cached.side["num_examples"], cached.num_records)
+        if not self._prediction_counted:  # evaluation and prediction both load it: said once
+            logging.info("SQuAD prediction: %d questions, %d features", cached.side["num_examples"],
+                         cached.num_records)
+            self._prediction_counted = True
         return Split(split, cached, lambda: data.read_squad_examples(self.predict_file, is_training=False))
 
     def num_train_examples(self) -> int:

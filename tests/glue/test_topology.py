@@ -78,7 +78,7 @@ def test_batches_at_their_length_give_the_padded_numbers(glue_slices, spm_model,
         out = tmp_path / name.replace(" ", "_").replace(",", "")
         weights, results, log = _train(out, config, glue_slices, spm_model, "--do_predict", *reference, *flags)
         assert f"{2 if 'replicas' in name else 1} replica(s) in sync" in log[0], (name, log)
-        assert ("buckets 16, 24, 32" if "XLA" in name else "longest row rounded up to 4") in log[1], log
+        assert ("buckets 16, 24, 32" if "XLA" in name else "longest row rounded up to a multiple of 4") in log[1], log
         worst = max(float(np.abs(padded[k] - weights[k]).max()) for k in padded)
         assert worst <= 1e-5, (name, worst)
         assert results.keys() == padded_eval.keys()
