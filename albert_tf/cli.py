@@ -100,10 +100,21 @@ def closing_summary(driver: str, outputs: Mapping[str, Any]) -> str:
         if isinstance(value, Mapping):
             lines += [f"  {name}:", *(f"    {key} = {format_value(v)}" for key, v in value.items())]
         elif isinstance(value, (list, tuple)):
-            lines += [f"  {name}:", *(f"    {format_value(v)}" for v in value)]
+            lines += [f"  {name}:", *(f"    {format_value(_where(v))}" for v in value)]
         else:
-            lines.append(f"  {name}: {format_value(value)}")
+            lines.append(f"  {name}: {format_value(_where(value))}")
     return "\n".join(lines)
+
+
+def _where(value: Any) -> Any:
+    """A local file, folder or checkpoint prefix given relative (``--export_dir=out``, ``--init_checkpoint=ck``)
+    as an absolute path, as the summary's other outputs are; anything else as it is."""
+    from albert_tf.fileio import absolute, is_remote
+
+    if (isinstance(value, str) and value and not is_remote(value) and not os.path.isabs(value)
+            and (os.path.lexists(value) or os.path.lexists(value + ".index"))):
+        return absolute(value)
+    return value
 
 
 def require_flags(flag_values, *names: str) -> None:

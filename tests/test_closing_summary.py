@@ -34,3 +34,13 @@ def test_paths_one_per_line_and_numbers_as_in_the_result_files():
     written = format_eval_results(outputs["metrics"], ResultsLayout(sort_keys=False))
     assert [line.strip() for line in text.splitlines()[7:10]] == written.splitlines()
     assert not any(mark in text for mark in ("(", "{", "[", "np.", "'"))
+
+
+def test_outputs_given_relative_are_shown_absolute(tmp_path, monkeypatch):
+    """--export_dir=out and --init_checkpoint=ck were printed as given, beside absolute paths."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "export ü" / "17").mkdir(parents=True)
+    (tmp_path / "ck.index").write_text("")
+    text = closing_summary("run_classifier.py", {"weights": "ck", "export": ["export ü/17"], "label": "entailment"})
+    assert text.splitlines() == ["run_classifier.py: done", f"  weights: {tmp_path / 'ck'}", "  export:",
+                                 f"    {tmp_path / 'export ü' / '17'}", "  label: entailment"]

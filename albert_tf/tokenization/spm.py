@@ -11,10 +11,13 @@ REQUIRED_PIECES = ("[CLS]", "[SEP]", "[MASK]")
 
 def read_model_bytes(spm_model_file: str | os.PathLike) -> bytes:
     """Reads a SentencePiece model file, failing clearly if it is missing."""
-    from albert_tf.fileio import read_bytes  # local, or gs:// through tf.io.gfile
+    from albert_tf.fileio import is_dir, read_bytes  # local, or gs:// through tf.io.gfile
 
     path = os.fspath(spm_model_file)
     data = read_bytes(path)
+    if data is None and is_dir(path):
+        raise IsADirectoryError(f"{path} is a folder; expected the SentencePiece model file (such as "
+                                f"30k-clean.model)")
     if data is None:
         raise FileNotFoundError(f"SentencePiece model file not found: {path}")
     return data

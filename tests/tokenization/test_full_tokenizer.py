@@ -71,6 +71,12 @@ def test_missing_model_file(tmp_path):
         FullTokenizer(spm_model_file=tmp_path / "nope.model")
 
 
+def test_a_folder_given_as_the_model_file_is_named_as_one(tmp_path):
+    """It said "SentencePiece model file not found" of a folder that exists."""
+    with pytest.raises(IsADirectoryError, match=f"^{tmp_path} is a folder; expected the SentencePiece model file"):
+        FullTokenizer(spm_model_file=tmp_path)
+
+
 def test_not_a_model(tmp_path):
     bogus = tmp_path / "bogus.model"
     bogus.write_bytes(b"this is not a sentencepiece model")
