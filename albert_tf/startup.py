@@ -136,6 +136,12 @@ def _quiet_library_info(tensorflow) -> None:
     info_filter = LibraryInfoFilter(folders)
     for logger in (absl_logging.get_absl_logger(), logging.getLogger("tensorflow")):
         logger.addFilter(info_filter)
+    # TensorFlow's logger has a stderr handler of its own (made when nothing handled the root logger yet), and
+    # its records also reach absl's handler on the root logger, which every driver's absl.app installs: each
+    # warning was printed twice. Through absl's alone, they read as the driver's own lines.
+    tf_logger = tensorflow.get_logger()
+    for handler in list(tf_logger.handlers):
+        tf_logger.removeHandler(handler)
 
 
 class _QuietLoader(importlib.abc.Loader):

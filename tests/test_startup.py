@@ -163,3 +163,5 @@ def test_tensorflows_info_records_are_hidden_between_a_drivers_lines_and_its_war
     assert "Sharding callback duration" not in quiet and "Assets written to" not in quiet
     for line in ("ours before", "a warning", "ours through tf_logging", "ours after"):
         assert line in quiet
+    # once: it also went through TensorFlow's own handler ("WARNING:tensorflow:a warning")
+    assert quiet.count("a warning") == 1, quiet
