@@ -160,3 +160,18 @@ def test_the_original_v2_f1_remakes_predictions_at_the_best_threshold(case):
     assert (metrics["best_f1"], metrics["best_f1_thresh"]) == (best_f1, thresh)
     assert metrics["original_f1"] == metrics["original_exact"] == original
     assert postprocess.key_metric(True) == "original_f1" and postprocess.key_metric(False) == "f1"
+
+
+def test_choosing_the_answers_logs_progress(monkeypatch):
+    """Choosing the answers of the full 2.0 dev set takes about 30 s, and printed nothing."""
+    from albert_tf import progress
+
+    example, meta = _toy()
+    start, end = np.zeros(10), np.zeros(10)
+    start[5], end[5] = 20, 20
+    results = {meta.unique_id: postprocess.RawResultV1(meta.unique_id, start, end)}
+    said = []
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(progress.logging, "info", lambda message, *args: said.append(message % args))
+    postprocess.predict_v1([example], [meta], results, n_best_size=3, max_answer_length=3)
+    assert said == ["SQuAD answers: question 1/1"]
