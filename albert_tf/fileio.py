@@ -277,6 +277,19 @@ def missing_folders(folder: str) -> list[str]:
     return missing
 
 
+def make_new_folders(folder: str) -> list[str]:
+    """Makes the local ``folder`` and its missing parents (`make_folders`); returns those it made, innermost first.
+    When it fails partway (a name too long, an inode quota), those it had made are removed again: a refused run
+    leaves no empty parent behind."""
+    missing = missing_folders(folder)
+    try:
+        make_folders(folder)
+    except BaseException:
+        remove_empty_folders([made for made in missing if os.path.lexists(made)])  # from the last it made
+        raise
+    return missing
+
+
 def remove_empty_folders(folders: list[str]) -> None:
     """Removes each of ``folders`` (innermost first) that is an empty folder; stops at the first that is not."""
     for folder in folders:
