@@ -176,7 +176,7 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     # Ctrl-C or SIGTERM acts after the last rename: between two, it left one file new and one old.
     with signals_deferred():
-        kept: dict[str, tuple[bool, str | None]] = {}
+        kept: dict[str, tuple[bool, str | None, tuple[int, int] | None]] = {}
         try:
             with contextlib.ExitStack() as renames:  # on leaving: the renames, after every write
                 for path, text in zip(paths, texts.values()):
@@ -188,37 +188,53 @@ def atomic_write_texts(texts: dict[str, str]) -> list[str]:
             _put_back(kept)
             raise
         finally:
-            for _, backup in kept.values():
+            for _, backup, _ in kept.values():
                 if backup and os.path.lexists(backup):
                     os.remove(backup)
     return paths
 
 
-def _keep_aside(path: str) -> tuple[bool, str | None]:
-    """Whether a local file is at ``path`` (a link's target) before it is replaced, and a second name (a hard
-    link) for it to put it back with: None when the file system cannot link it (it cannot be put back)."""
+def _keep_aside(path: str) -> tuple[bool, str | None, tuple[int, int] | None]:
+    """Whether a local file is at ``path`` (a link's target) before it is replaced, a second name (a hard
+    link) for it to put it back with, and which file it is (device, inode). Where the file system has no hard
+    links (exFAT, SMB, some FUSE mounts) a copy is that second name; None when neither can be made (a folder
+    this user cannot write in): it cannot be put back."""
     target = os.path.realpath(path)
     if is_remote(path) or not os.path.isfile(target):
-        return False, None
+        return False, None, None
+    original = _file_id(target)
     backup = f"{target}{TMP_MARK}{uuid.uuid4().hex}.kept"
     try:
         os.link(target, backup)
     except OSError:
-        return True, None
-    return True, backup
+        try:
+            shutil.copyfile(target, backup)
+            with contextlib.suppress(OSError):  # its mode, where the file system keeps modes
+                shutil.copymode(target, backup)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(backup)  # a copy cut short (a full disk)
+            return True, None, original
+    return True, backup, original
 
 
-def _put_back(kept: dict[str, tuple[bool, str | None]]) -> None:
-    """Undoes the renames done of ``kept`` (path -> whether a file was there, its second name): an earlier
-    file replaced is renamed back; a file that was not there before and is now (this run's) is removed."""
-    for path, (existed, backup) in kept.items():
+def _file_id(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_dev, status.st_ino
+
+
+def _put_back(kept: dict[str, tuple[bool, str | None, tuple[int, int] | None]]) -> None:
+    """Undoes the renames done of ``kept`` (path -> whether a file was there, its second name, which file it
+    was): an earlier file replaced is renamed back (one not replaced stays, not swapped for its copy); a file
+    that was not there before and is now (this run's) is removed."""
+    for path, (existed, backup, original) in kept.items():
         if is_remote(path):
             continue
         target = os.path.realpath(path)
         with contextlib.suppress(OSError):
             if not existed and os.path.isfile(target):
                 os.remove(target)
-            elif backup and not os.path.samefile(backup, target):
+            elif backup and _file_id(target) != original:
                 os.replace(backup, target)
 
 
@@ -274,6 +290,19 @@ def missing_folders(folder: str) -> list[str]:
         if parent == folder:
             break
         folder = parent
+    return missing
+
+
+def make_new_folders(folder: str) -> list[str]:
+    """Makes the local ``folder`` and its missing parents (`make_folders`); returns those it made, innermost first.
+    When it fails partway (a name too long, an inode quota), those it had made are removed again: a refused run
+    leaves no empty parent behind."""
+    missing = missing_folders(folder)
+    try:
+        make_folders(folder)
+    except BaseException:
+        remove_empty_folders([made for made in missing if os.path.lexists(made)])  # from the last it made
+        raise
     return missing
 
 

@@ -34,7 +34,7 @@ from typing import Callable, Iterator, NamedTuple
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import (absolute, atomic_write_text, is_remote, make_folders, missing_folders, read_text,
+from albert_tf.fileio import (absolute, atomic_write_text, is_remote, make_folders, make_new_folders, read_text,
                               remove_empty_folders, remove_file)
 from albert_tf.processes import process_alive, process_start_ticks
 
@@ -231,35 +231,33 @@ def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int,
     Without the job's ``messages`` each worker counts only its own making (an empty folder may stay). The other
     workers know of the chief's making only ``output_dir``, not the parents it made."""
     if num_workers <= 1 or messages is None:
-        made = _missing(output_dir)
-        make_folders(output_dir)
-        return made
+        return _make(output_dir)
     global _words_on_output_dir
     # The key names no path: each worker may name the shared folder its own way (its own mount point), and a
     # worker waiting for a key its chief never tells would hang the job. The count: the workers run the same.
     _words_on_output_dir += 1
     about = f"whether the job made --output_dir (multi-worker run {_words_on_output_dir} of this process)"
     if worker_index == 0:
-        made = _missing(output_dir)
-        make_folders(output_dir)
+        made = _make(output_dir)
         messages.tell(about, _MADE if made else _FOUND)
         return made
     try:
         chief_made = messages.chiefs_word(about) == _MADE
     except RunError:  # the chief stopped before its lock (WorkerLostError): this worker's run ends on its own
         chief_made = False
-    made = _missing(output_dir) or ([output_dir] if chief_made else [])
-    make_folders(output_dir)
-    return made
+    return _make(output_dir) or ([output_dir] if chief_made else [])
 
 
-def _missing(output_dir: str) -> list[str]:
-    """``output_dir`` and its parents that do not exist yet, innermost first ([] or [output_dir] when remote)."""
+def _make(output_dir: str) -> list[str]:
+    """Makes ``output_dir``; the folders made, innermost first: it and the parents it needed ([] or [output_dir]
+    when remote). A failure partway (a name too long) removes those it made before it is raised."""
     import tensorflow as tf
 
-    if is_remote(output_dir):
-        return [] if tf.io.gfile.exists(output_dir) else [output_dir]
-    return missing_folders(output_dir)
+    if not is_remote(output_dir):
+        return make_new_folders(output_dir)
+    made = [] if tf.io.gfile.exists(output_dir) else [output_dir]
+    make_folders(output_dir)
+    return made
 
 
 _MADE, _FOUND = "made", "found"  # the chief's word on --output_dir to the other workers of a multi-worker job

@@ -84,3 +84,44 @@ def test_a_refused_rename_leaves_every_file_of_the_set_as_it_was(tmp_path, monke
         assert sorted(p.name for p in tmp_path.iterdir()) == ["submit_results.tsv", "test_results.tsv"]
     else:
         assert list(tmp_path.iterdir()) == []  # no half of the set, no temporary, no second name left
+
+
+def test_a_refused_rename_puts_back_files_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
+    """exFAT, SMB or a FUSE mount refuse a hard link (EPERM), which was the only way an earlier file was kept
+    for putting back: a refused rename left submit_results.tsv new beside an old test_results.tsv. A copy
+    keeps it there; a file never renamed stays the very file it was (not its copy); a successful write leaves
+    no copy behind."""
+    import os
+
+    first, second = tmp_path / "test_results.tsv", tmp_path / "submit_results.tsv"
+    untouched = tmp_path / "null_odds.json"  # renamed after the refused one: never replaced
+    first.write_text("old test\n")
+    second.write_text("old submit\n")
+    untouched.write_text("old odds\n")
+    second.chmod(0o640)
+    untouched_inode = untouched.stat().st_ino
+
+    def no_hard_links(src, dst, *args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    real_replace = os.replace
+
+    def refused_for_first(src, dst):
+        if os.fspath(dst) == str(first):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    monkeypatch.setattr(os, "replace", refused_for_first)
+    with pytest.raises(OSError):  # the last written is renamed first
+        atomic_write_texts({untouched: "new odds\n", first: "new test\n", second: "new submit\n"})
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert (first.read_text(), second.read_text(), untouched.read_text()) == ("old test\n", "old submit\n",
+                                                                              "old odds\n")
+    assert second.stat().st_mode & 0o777 == 0o640
+    assert untouched.stat().st_ino == untouched_inode
+    names = ["null_odds.json", "submit_results.tsv", "test_results.tsv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    atomic_write_texts({untouched: "new odds\n", first: "new test\n", second: "new submit\n"})
+    assert (first.read_text(), second.read_text()) == ("new test\n", "new submit\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == names

@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 from absl import logging
 
 from albert_tf.data.records import RecordSchema
-from albert_tf.fileio import (atomic_output, atomic_write_text, is_remote, make_folders, missing_folders, read_text,
+from albert_tf.fileio import (atomic_output, atomic_write_text, is_remote, make_folders, make_new_folders, read_text,
                               remove_empty_folders)
 from albert_tf.errors import RunError
 from albert_tf.run_lock import (JobMessages, RunLockedError, at_run_end, current_worker, file_lock_for_run,
@@ -207,8 +207,11 @@ def _in_its_folder(record_file: str, side_file: str, schema: RecordSchema, setti
                    keyed_name: bool) -> CachedSplit:
     """The cache's folder made, then ``_lookup_or_build``."""
     folder = os.path.dirname(record_file if is_remote(record_file) else os.path.abspath(record_file))
-    created = [] if is_remote(folder) else missing_folders(folder)
-    make_folders(folder)
+    if is_remote(folder):
+        created = []
+        make_folders(folder)
+    else:
+        created = make_new_folders(folder)  # none left when it fails partway
     # Folders made here for the cache are removed again if still empty once its lock is released (at the run's
     # end, or below): a refused or failed run leaves nothing behind.  Registered before the lock, so run after.
     if created:

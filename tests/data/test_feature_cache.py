@@ -331,3 +331,16 @@ def test_a_full_disk_while_building_names_the_cache_not_its_temporary(tmp_path, 
     assert err.value.message == f"{path}; No space left on device"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tf_record", "c.tf_record.json"]
     assert cached_records(path, SCHEMA, {"data": "a"}, _builder(calls)).reused and _read(path) == [1, 2, 3]
+
+
+def test_a_cache_folder_that_cannot_be_made_leaves_no_parent_it_made(tmp_path):
+    """--train_feature_file=there/new/<a name too long>/train.tf_record: making the folders failed after
+    ``there/new`` was made (as an inode quota would), which stayed, empty."""
+    import errno
+
+    (tmp_path / "there").mkdir()
+    path = str(tmp_path / "there" / "new" / ("x" * 300) / "c.tf_record")
+    with pytest.raises(OSError) as err:
+        cached_records(path, SCHEMA, {"data": "a"}, _builder([]))
+    assert err.value.errno == errno.ENAMETOOLONG
+    assert list((tmp_path / "there").iterdir()) == []

@@ -110,3 +110,17 @@ def test_a_failed_run_removes_the_parent_folders_it_made_for_its_output_dir(tmp_
             (existing / "new" / "notes.txt").write_text("mine\n")
             raise ValueError("the data file is missing")
     assert sorted(p.name for p in (existing / "new").iterdir()) == ["notes.txt"]
+
+
+def test_output_dir_that_cannot_be_made_leaves_no_parent_it_made(tmp_path):
+    """Making ``runs/new/<a name too long>`` fails after ``runs/new`` was made (as an inode quota would): the
+    run was refused, and ``runs/new`` stayed, empty (the folders were removed only when the lock was taken)."""
+    import errno
+
+    existing = tmp_path / "runs"
+    existing.mkdir()
+    with pytest.raises(OSError) as err:
+        with run_lock.output_dir_lock(str(existing / "new" / "deeper" / ("x" * 300))):
+            pass
+    assert err.value.errno == errno.ENAMETOOLONG
+    assert list(existing.iterdir()) == []
