@@ -182,7 +182,6 @@ def predict_v1(examples: Sequence[SquadExample], metas: Sequence[FeatureMeta],
     predictions, all_nbest = collections.OrderedDict(), collections.OrderedDict()
     progress = _answers_progress(examples)
     for example, feats in zip(examples, _group_features(examples, metas, results)):
-        progress.add(1, 1)
         cands = [c for m in feats for c in v1_candidates(m, results[m.unique_id], n_best_size,
                                                           max_answer_length)]
         nbest = _nbest(example, cands, n_best_size)
@@ -194,6 +193,7 @@ def predict_v1(examples: Sequence[SquadExample], metas: Sequence[FeatureMeta],
             nbest = [{"text": "", "probability": 1.0, "start_log_prob": 0.0, "end_log_prob": 0.0}]
         predictions[example.qas_id] = nbest[0]["text"]
         all_nbest[example.qas_id] = nbest
+        progress.add(1, 1)
     return SquadPredictions(predictions, all_nbest)
 
 
@@ -205,7 +205,6 @@ def predict_v2(examples: Sequence[SquadExample], metas: Sequence[FeatureMeta],
     null_odds, best_non_null = collections.OrderedDict(), collections.OrderedDict()
     progress = _answers_progress(examples)
     for example, feats in zip(examples, _group_features(examples, metas, results)):
-        progress.add(1, 1)
         cands = [c for m in feats for c in v2_candidates(m, results[m.unique_id], max_answer_length)]
         nbest = _nbest(example, cands, n_best_size)
         if not nbest:
@@ -215,6 +214,7 @@ def predict_v2(examples: Sequence[SquadExample], metas: Sequence[FeatureMeta],
         best_non_null[example.qas_id] = nbest[0]["text"]
         predictions[example.qas_id] = "" if score_null > null_score_diff_threshold else nbest[0]["text"]
         all_nbest[example.qas_id] = nbest
+        progress.add(1, 1)
     return SquadPredictions(predictions, all_nbest, null_odds, best_non_null)
 
 
