@@ -48,6 +48,12 @@ def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: 
         if isinstance(tensor, tf.RaggedTensor):  # would fail deep inside as "Index 1 is not uniform"
             raise InputError(f"ALBERT input '{name}' is a RaggedTensor; pad it to a dense int32 {expected} "
                              f"(e.g. .to_tensor(), with input_mask 0 on the padding)")
+        if type(tensor).__name__ == "KerasTensor" and type(tensor).__module__.startswith("keras."):
+            # Keras 3's symbolic input (`import keras; keras.Input`) fails in tf.cast with Keras 3's
+            # advice to wrap the call in a layer, which this model already is.
+            raise InputError(f"ALBERT input '{name}' is a Keras 3 KerasTensor (keras.Input); albert_tf models are "
+                             f"Keras 2 (tf_keras): build functional models with `from albert_tf.keras import "
+                             f"keras` (keras.Input), or call the model on tensors or NumPy arrays")
         if not hasattr(tensor, "dtype") or not hasattr(tensor, "shape"):  # e.g. a nested Python list
             raise InputError(f"ALBERT input '{name}' must be an int32 tensor or NumPy array {expected}, "
                              f"got {type(tensor).__name__} (convert it with np.asarray or tf.constant)")

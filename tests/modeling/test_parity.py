@@ -158,3 +158,18 @@ def test_inputs_of_mismatched_shapes_or_kinds_get_one_clear_error():
     out = pretrainer({"input_ids": np.zeros([2, 4], np.int64), "input_mask": np.ones([2, 4], np.int64),
                       "segment_ids": np.zeros([2, 4], np.int64), "masked_lm_positions": tf.zeros([2, 7], tf.int32)})
     assert out["mlm_logits"].shape == [2, 7, 30]
+
+
+def test_keras3_symbolic_input_is_refused_naming_tf_keras():
+    """keras.Input from the user's Keras 3 used to fail inside tf.cast with Keras 3's advice to wrap
+    the call in a layer; the model is a layer already, of the other Keras."""
+    keras3 = pytest.importorskip("keras")
+    if not keras3.__version__.startswith("3"):
+        pytest.skip("needs Keras 3")
+    inputs = {name: keras3.Input((4,), dtype="int32", name=name) for name in ("input_ids", "input_mask", "segment_ids")}
+    with pytest.raises(InputError, match=r"'input_ids' is a Keras 3 KerasTensor.*from albert_tf.keras import keras"):
+        _tiny_model()(inputs)
+    # The tf_keras form it names builds a functional model.
+    tf_keras_inputs = {name: keras.Input((4,), dtype="int32", name=name) for name in inputs}
+    pooled = _tiny_model()(tf_keras_inputs)["pooled_output"]
+    assert keras.Model(tf_keras_inputs, pooled)({k: tf.zeros([2, 4], tf.int32) for k in inputs}).shape == [2, 8]
