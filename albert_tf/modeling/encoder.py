@@ -32,17 +32,24 @@ class InputError(ValueError):
     """Model inputs of the wrong name, rank, dtype or length."""
 
 
+def require_keys(inputs: Any, names: tuple[str, ...]) -> None:
+    """A dict holding `names`: checked before a model looks up a key (`in` on a tuple or a tensor
+    fails with TensorFlow's words about the key, not about the inputs)."""
+    if not isinstance(inputs, Mapping):
+        raise InputError(f"ALBERT expects a dict with keys {list(names)}, got {type(inputs).__name__}")
+    for name in names:
+        if name not in inputs:
+            raise InputError(f"ALBERT input '{name}' is missing; got keys {sorted(inputs)}")
+
+
 def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: int) -> None:
     """Static checks that give one clear message instead of a deep TF error.
 
     `names[:3]` are the per-token inputs ([batch, seq_length], one shape); a fourth
     (`masked_lm_positions`) is [batch, num_positions] with the same batch."""
-    if not isinstance(inputs, Mapping):
-        raise InputError(f"ALBERT expects a dict with keys {list(names)}, got {type(inputs).__name__}")
+    require_keys(inputs, names)
     shapes = {}
     for name in names:
-        if name not in inputs:
-            raise InputError(f"ALBERT input '{name}' is missing; got keys {sorted(inputs)}")
         tensor = inputs[name]
         expected = "[batch, num_positions]" if name == "masked_lm_positions" else "[batch, seq_length]"
         if isinstance(tensor, tf.RaggedTensor):  # would fail deep inside as "Index 1 is not uniform"
