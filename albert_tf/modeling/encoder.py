@@ -32,21 +32,57 @@ class InputError(ValueError):
     """Model inputs of the wrong name, rank, dtype or length."""
 
 
-def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: int) -> None:
-    """Static checks that give one clear message instead of a deep TF error."""
+def require_keys(inputs: Any, names: tuple[str, ...]) -> None:
+    """A dict holding `names`: checked before a model looks up a key (`in` on a tuple or a tensor
+    fails with TensorFlow's words about the key, not about the inputs)."""
     if not isinstance(inputs, Mapping):
         raise InputError(f"ALBERT expects a dict with keys {list(names)}, got {type(inputs).__name__}")
     for name in names:
         if name not in inputs:
             raise InputError(f"ALBERT input '{name}' is missing; got keys {sorted(inputs)}")
+
+
+def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: int) -> None:
+    """Static checks that give one clear message instead of a deep TF error.
+
+    `names[:3]` are the per-token inputs ([batch, seq_length], one shape); a fourth
+    (`masked_lm_positions`) is [batch, num_positions] with the same batch."""
+    require_keys(inputs, names)
+    shapes = {}
+    for name in names:
         tensor = inputs[name]
-        dtype = tf.as_dtype(getattr(tensor, "dtype", tf.int32))
+        expected = "[batch, num_positions]" if name == "masked_lm_positions" else "[batch, seq_length]"
+        if isinstance(tensor, tf.RaggedTensor):  # would fail deep inside as "Index 1 is not uniform"
+            raise InputError(f"ALBERT input '{name}' is a RaggedTensor; pad it to a dense int32 {expected} "
+                             f"(e.g. .to_tensor(), with input_mask 0 on the padding)")
+        if type(tensor).__name__ == "KerasTensor" and type(tensor).__module__.startswith("keras."):
+            # Keras 3's symbolic input (`import keras; keras.Input`) fails in tf.cast with Keras 3's
+            # advice to wrap the call in a layer, which this model already is.
+            raise InputError(f"ALBERT input '{name}' is a Keras 3 KerasTensor (keras.Input); albert_tf models are "
+                             f"Keras 2 (tf_keras): build functional models with `from albert_tf.keras import "
+                             f"keras` (keras.Input), or call the model on tensors or NumPy arrays")
+        if not hasattr(tensor, "dtype") or not hasattr(tensor, "shape"):  # e.g. a nested Python list
+            raise InputError(f"ALBERT input '{name}' must be an int32 tensor or NumPy array {expected}, "
+                             f"got {type(tensor).__name__} (convert it with np.asarray or tf.constant)")
+        dtype = tf.as_dtype(tensor.dtype)
         if not dtype.is_integer:
             raise InputError(f"ALBERT input '{name}' must be an integer tensor (int32), got {dtype.name}")
-        shape = tf.TensorShape(getattr(tensor, "shape", None))
+        shape = tf.TensorShape(tensor.shape)
         if shape.rank is not None and shape.rank != 2:
-            raise InputError(f"ALBERT input '{name}' must have shape [batch, seq_length], got {shape}")
-    seq = tf.TensorShape(inputs[names[0]].shape)[1]
+            raise InputError(f"ALBERT input '{name}' must have shape {expected}, got {shape}")
+        shapes[name] = shape
+    # The per-token inputs share one shape; otherwise the add in the embeddings or the
+    # attention mask fails far from here.
+    first = names[0]
+    for name in names[1:]:
+        other = shapes[name] if name != "masked_lm_positions" else shapes[name][:1].concatenate([None])
+        if not shapes[first].is_compatible_with(other):
+            what = "batch size as" if name == "masked_lm_positions" else "shape as"
+            raise InputError(f"ALBERT input '{name}' must have the same {what} '{first}' "
+                             f"{shapes[first]}, got {shapes[name]}")
+    seq = shapes[first][1] if shapes[first].rank is not None else None
+    if seq == 0:
+        raise InputError(f"ALBERT input '{first}' has length 0; each row needs at least one token ([CLS])")
     if seq is not None and seq > max_length:
         raise InputError(
             f"sequence length {seq} of 'input_ids' exceeds max_position_embeddings ({max_length}) "

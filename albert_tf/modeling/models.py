@@ -31,7 +31,8 @@ class AlbertPretrainer(TaskModel):
         self.sentence_order = OutputProjection(2, config.initializer_range, name="seq_relationship")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, Any]:
-        with_positions = "masked_lm_positions" in inputs
+        # A tuple or a bare tensor must reach check_inputs' message, not fail in `in` first.
+        with_positions = isinstance(inputs, Mapping) and "masked_lm_positions" in inputs
         check_inputs(inputs, ENCODER_INPUTS + (("masked_lm_positions",) if with_positions else ()),
                      self.config.max_position_embeddings)
         outputs = dict(self.encoder(inputs, training=training))

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.dropout import StatelessDropout, rows_per_example
-from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, serializable
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, require_keys, serializable
 from albert_tf.modeling.heads import TASK_HEAD_STDDEV, OutputProjection
 from albert_tf.race.data import NUM_CHOICES
 from albert_tf.weights.kinds import ModelKind, register
@@ -43,6 +43,7 @@ class RaceModel(TaskModel):
         self.choice_scorer = OutputProjection(1, TASK_HEAD_STDDEV, name="output")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
+        require_keys(inputs, ENCODER_INPUTS)
         for name in ENCODER_INPUTS:
             shape = inputs[name].shape
             if shape.rank is not None and shape.rank != 3:

@@ -25,7 +25,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.keras import keras
 from albert_tf.modeling.dropout import StatelessDropout
-from albert_tf.modeling.encoder import AlbertModel, TaskModel, serializable
+from albert_tf.modeling.encoder import ENCODER_INPUTS, AlbertModel, TaskModel, require_keys, serializable
 from albert_tf.modeling.heads import TASK_HEAD_STDDEV, OutputProjection
 from albert_tf.modeling.layers import LayerNorm, dense
 from albert_tf.weights.kinds import ModelKind, register
@@ -186,8 +186,7 @@ class SquadV2Model(TaskModel):
                                 dropout_prob, name="squad_v2_head")
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, tf.Tensor]:
-        if "p_mask" not in inputs:
-            raise ValueError("SquadV2Model needs a 'p_mask' input [batch, seq_length]")
+        require_keys(inputs, ENCODER_INPUTS + ("p_mask",))  # p_mask: [batch, seq_length], 1 = not an answer
         sequence = self.encoder(inputs, training=training)["sequence_output"]
         return self.head(sequence, inputs["p_mask"], inputs.get("start_positions"), training=training)
 

@@ -28,7 +28,10 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ValueError(f"{path}:{line_number}: vocab line is not valid UTF-8") from None
+            # FullTokenizer's first argument is vocab_file, so FullTokenizer("30k-clean.model") lands here.
+            hint = ("; a SentencePiece model (*.model) goes in spm_model_file (--spm_model_file), not vocab_file"
+                    if path.endswith(".model") else "")
+            raise ValueError(f"{path}:{line_number}: vocab line is not valid UTF-8{hint}") from None
         token = line.strip().split()[0] if line.strip() else " "
         if token not in vocab:
             vocab[token] = len(vocab)

@@ -123,3 +123,53 @@ def test_wrong_rank_and_dtype_and_missing():
         model({"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros([1, 4])})
     with pytest.raises(InputError, match="input_mask.*missing"):
         model({"input_ids": ids, "segment_ids": ids})
+
+
+def test_inputs_of_mismatched_shapes_or_kinds_get_one_clear_error():
+    """Each of these used to fail deep in TensorFlow (AddV2 'Incompatible shapes', StridedSlice,
+    'Index 1 is not uniform', "'list' object has no attribute 'shape'") or, for a pretrainer
+    called on a tuple, with a TypeError about 'masked_lm_positions'."""
+    model = _tiny_model()
+    pretrainer = AlbertPretrainer(model)
+    ids = tf.zeros([2, 4], tf.int32)
+    with pytest.raises(InputError, match=r"'input_mask' must have the same shape as 'input_ids' \(2, 4\), got \(2, 3\)"):
+        model({"input_ids": ids, "input_mask": tf.zeros([2, 3], tf.int32), "segment_ids": ids})
+    with pytest.raises(InputError, match=r"'segment_ids' must have the same shape.*got \(1, 4\)"):
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros([1, 4], tf.int32)})
+    with pytest.raises(InputError, match="'input_ids' has length 0"):
+        model({"input_ids": ids[:, :0], "input_mask": ids[:, :0], "segment_ids": ids[:, :0]})
+    ragged = tf.ragged.constant([[1, 2, 3], [4]])
+    with pytest.raises(InputError, match="'input_ids' is a RaggedTensor.*to_tensor"):
+        model({"input_ids": ragged, "input_mask": ragged, "segment_ids": ragged})
+    with pytest.raises(InputError, match="'input_ids' must be an int32 tensor or NumPy array.*got list"):
+        model({"input_ids": [[1, 2]], "input_mask": [[1, 1]], "segment_ids": [[0, 0]]})
+    with pytest.raises(InputError, match="expects a dict with keys.*got tuple"):
+        pretrainer((ids, ids, ids))
+    with pytest.raises(InputError, match="expects a dict with keys"):
+        pretrainer(ids)
+    with pytest.raises(InputError, match=r"'masked_lm_positions' must have the same batch size as 'input_ids'"):
+        pretrainer({"input_ids": ids, "input_mask": ids, "segment_ids": ids,
+                    "masked_lm_positions": tf.zeros([3, 2], tf.int32)})
+    with pytest.raises(InputError, match=r"'masked_lm_positions' must have shape \[batch, num_positions\]"):
+        pretrainer({"input_ids": ids, "input_mask": ids, "segment_ids": ids,
+                    "masked_lm_positions": tf.zeros([2], tf.int32)})
+    # What stays accepted: an empty batch, other positions counts, NumPy int64.
+    assert model({k: ids[:0] for k in ("input_ids", "input_mask", "segment_ids")})["pooled_output"].shape == [0, 8]
+    out = pretrainer({"input_ids": np.zeros([2, 4], np.int64), "input_mask": np.ones([2, 4], np.int64),
+                      "segment_ids": np.zeros([2, 4], np.int64), "masked_lm_positions": tf.zeros([2, 7], tf.int32)})
+    assert out["mlm_logits"].shape == [2, 7, 30]
+
+
+def test_keras3_symbolic_input_is_refused_naming_tf_keras():
+    """keras.Input from the user's Keras 3 used to fail inside tf.cast with Keras 3's advice to wrap
+    the call in a layer; the model is a layer already, of the other Keras."""
+    keras3 = pytest.importorskip("keras")
+    if not keras3.__version__.startswith("3"):
+        pytest.skip("needs Keras 3")
+    inputs = {name: keras3.Input((4,), dtype="int32", name=name) for name in ("input_ids", "input_mask", "segment_ids")}
+    with pytest.raises(InputError, match=r"'input_ids' is a Keras 3 KerasTensor.*from albert_tf.keras import keras"):
+        _tiny_model()(inputs)
+    # The tf_keras form it names builds a functional model.
+    tf_keras_inputs = {name: keras.Input((4,), dtype="int32", name=name) for name in inputs}
+    pooled = _tiny_model()(tf_keras_inputs)["pooled_output"]
+    assert keras.Model(tf_keras_inputs, pooled)({k: tf.zeros([2, 4], tf.int32) for k in inputs}).shape == [2, 8]

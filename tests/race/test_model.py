@@ -87,6 +87,19 @@ def test_wrong_input_shape_is_named():
         model(flat)
 
 
+def test_inputs_that_are_not_a_dict_are_named():
+    """A tuple used to fail with "tuple indices must be integers", a bare tensor with TensorFlow's words on
+    indices, a missing key with a KeyError."""
+    model = build_race_model(CONFIG)
+    inputs = _inputs(1)
+    with pytest.raises(ValueError, match=r"expects a dict with keys \['input_ids', 'input_mask', 'segment_ids'\], got tuple"):
+        model(tuple(inputs.values()))
+    with pytest.raises(ValueError, match="expects a dict with keys"):
+        model(inputs["input_ids"])
+    with pytest.raises(ValueError, match="'segment_ids' is missing"):
+        model({k: inputs[k] for k in ("input_ids", "input_mask")})
+
+
 def test_predict_results_file_has_the_original_header(tmp_path):
     """run_race's predict_results.txt: the original's header line, then sorted `key = value` lines."""
     from albert_tf.race.outputs import write_predict_results

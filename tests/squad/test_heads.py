@@ -1,9 +1,10 @@
 """SQuAD heads on random tensors: shapes, TF1 names, p_mask masking, beam layout, losses."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.encoder import AlbertModel
+from albert_tf.modeling.encoder import AlbertModel, InputError
 from albert_tf.squad import heads
 from albert_tf.weights import kinds, names
 
@@ -111,3 +112,15 @@ def test_models_register_tf1_names():
     assert set(v2(inputs, training=True)) == set(v2(inputs)) == {"start_log_probs", "end_log_probs", "cls_logits"}
     del inputs["start_positions"]
     assert set(v2(inputs)) >= {"start_top_index", "end_top_index", "cls_logits"}
+
+
+def test_v2_model_inputs_that_are_not_a_dict_are_named():
+    """A tuple or a bare tensor used to fail in the p_mask lookup ("Cannot convert 'p_mask' to EagerTensor")."""
+    model = heads.SquadV2Model(_config())
+    ids = tf.zeros([B, S], tf.int32)
+    with pytest.raises(InputError, match=r"expects a dict with keys \[.*'p_mask'\], got tuple"):
+        model((ids, ids, ids, _p_mask()))
+    with pytest.raises(InputError, match="expects a dict with keys"):
+        model(ids)
+    with pytest.raises(InputError, match="'p_mask' is missing"):
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": ids})

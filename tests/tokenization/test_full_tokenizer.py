@@ -128,6 +128,13 @@ def test_wordpiece_missing_vocab(tmp_path):
         FullTokenizer(vocab_file=tmp_path / "vocab.txt")
 
 
+def test_sentencepiece_model_given_as_the_vocab_file_says_where_it_goes(spm_model_path):
+    """FullTokenizer's first argument is vocab_file (as the original's), so FullTokenizer("30k-clean.model")
+    read the model as a vocab.txt and said only that a line is not valid UTF-8."""
+    with pytest.raises(ValueError, match=r"not valid UTF-8; a SentencePiece model \(\*\.model\) goes in spm_model_file"):
+        FullTokenizer(str(spm_model_path))
+
+
 def test_convert_to_unicode():
     assert convert_to_unicode(b"caf\xc3\xa9") == "café"
     assert convert_to_unicode("x") == "x"
