@@ -57,6 +57,19 @@ def test_a_full_disk_names_the_output(tmp_path, monkeypatch, write):
     assert list(tmp_path.iterdir()) == []  # no temporary left behind
 
 
+def _replace_refused_for(refused):
+    """os.replace, refusing (as for an immutable file) to replace ``refused``."""
+    import os
+
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if os.fspath(dst) == str(refused):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        real_replace(src, dst)
+    return replace
+
+
 @pytest.mark.parametrize("before", ["both there", "none there"])
 def test_a_refused_rename_leaves_every_file_of_the_set_as_it_was(tmp_path, monkeypatch, before):
     """test_results.tsv immutable (chattr +i), or another user's in a sticky folder: its rename fails after
@@ -67,14 +80,7 @@ def test_a_refused_rename_leaves_every_file_of_the_set_as_it_was(tmp_path, monke
     if before == "both there":
         first.write_text("old test\n")
         second.write_text("old submit\n")
-    real_replace = os.replace
-
-    def refused_for_first(src, dst):
-        if os.fspath(dst) == str(first):
-            raise PermissionError(errno.EPERM, "Operation not permitted")
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", refused_for_first)
+    monkeypatch.setattr(os, "replace", _replace_refused_for(first))
     with pytest.raises(OSError) as err:
         atomic_write_texts({first: "new test\n", second: "new submit\n"})
     monkeypatch.undo()
@@ -105,14 +111,8 @@ def test_a_refused_rename_puts_back_files_on_a_file_system_without_hard_links(tm
         raise PermissionError(errno.EPERM, "Operation not permitted")
 
     real_replace = os.replace
-
-    def refused_for_first(src, dst):
-        if os.fspath(dst) == str(first):
-            raise PermissionError(errno.EPERM, "Operation not permitted")
-        real_replace(src, dst)
-
     monkeypatch.setattr(os, "link", no_hard_links)
-    monkeypatch.setattr(os, "replace", refused_for_first)
+    monkeypatch.setattr(os, "replace", _replace_refused_for(first))
     with pytest.raises(OSError):  # the last written is renamed first
         atomic_write_texts({untouched: "new odds\n", first: "new test\n", second: "new submit\n"})
     monkeypatch.setattr(os, "replace", real_replace)
