@@ -17,7 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.errors import RunError
-from albert_tf.fileio import atomic_write_text
+from albert_tf.fileio import atomic_write_text, is_remote
 from albert_tf.training import faults
 from albert_tf.training.results import (EVAL_RESULTS_FILE, ResultsLayout, format_eval_results, format_value,
                                        read_run_text, write_eval_results)
@@ -115,7 +115,7 @@ class BestCheckpointKeeper:
 
 def _mtime_ns(path: str) -> int:
     """A file's modification time: to the nanosecond on a local disk (the OS's), else as gfile has it."""
-    return os.stat(path).st_mtime_ns if "://" not in path else tf.io.gfile.stat(path).mtime_nsec
+    return tf.io.gfile.stat(path).mtime_nsec if is_remote(path) else os.stat(path).st_mtime_ns
 
 
 def _as_written(number: Any, kind: type) -> float:
