@@ -338,3 +338,33 @@ def saved_model_disk_fills(monkeypatch):
                                                            f"on device")
 
     return lambda: monkeypatch.setattr(tf.saved_model, "save", full_disk)
+
+
+def _example_feature_order(record: bytes) -> list[str]:
+    """The feature names of a serialized Example, in the order its bytes hold them (protobuf read by hand)."""
+    def varint(buf, i):
+        value, shift = 0, 0
+        while True:
+            byte = buf[i]
+            value |= (byte & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if byte < 0x80:
+                return value, i
+
+    def fields(buf):  # (field number, payload) of each length-delimited field
+        i = 0
+        while i < len(buf):
+            tag, i = varint(buf, i)
+            assert tag & 7 == 2, "only length-delimited fields expected"
+            size, i = varint(buf, i)
+            yield tag >> 3, buf[i:i + size]
+            i += size
+
+    (_, features), = fields(record)
+    return [dict(fields(entry))[1].decode() for _, entry in fields(features)]
+
+
+@pytest.fixture
+def example_feature_order():
+    """The feature names of a serialized tf.train.Example, in the order its bytes hold them."""
+    return _example_feature_order

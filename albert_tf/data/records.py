@@ -32,6 +32,13 @@ def model_input_features(length: Length = SEQUENCE) -> tuple[tuple[str, str, Len
     return tuple((name, "int64", length) for name in MODEL_INPUTS)
 
 
+def example_bytes(example: Any) -> bytes:
+    """A `tf.train.Example`'s bytes, the same in every process. Plain `SerializeToString()` writes the
+    feature map in hash-table order, which changes from process to process: the same inputs would give
+    record files (and feature caches) of other bytes on every run."""
+    return example.SerializeToString(deterministic=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class RecordSchema:
     """The features of one record format: ``RecordSchema("glue", 1, (("input_ids", "int64", SEQ), ...))``."""
@@ -111,7 +118,7 @@ class RecordSchema:
 
     def serialize(self, values: Mapping[str, Any], **sizes: int) -> bytes:
         """``example(values)`` as the bytes a TFRecord file holds."""
-        return self.example(values, **sizes).SerializeToString()
+        return example_bytes(self.example(values, **sizes))
 
     def padding(self, **sizes: int) -> dict:
         """An all-zero parsed record (the dtypes ``parse`` gives): fills a last eval batch."""

@@ -27,7 +27,7 @@ from typing import Protocol, Sequence
 import tensorflow as tf
 
 from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
-from albert_tf.data.records import SEQUENCE, RecordSchema, model_input_features
+from albert_tf.data.records import SEQUENCE, RecordSchema, example_bytes, model_input_features
 from albert_tf.fileio import absolute, file_sha256, is_file
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
 
@@ -164,8 +164,8 @@ def cached_features(
     def build(write) -> dict:
         count = 0
         for example in processor.iter_examples(data_dir, split):
-            write(to_tf_example(convert_example(example, spec, max_seq_length, tokenizer),
-                                spec.is_regression).SerializeToString())
+            write(example_bytes(to_tf_example(convert_example(example, spec, max_seq_length, tokenizer),
+                                              spec.is_regression)))
             count += 1
         return {"num_examples": count, "data_file": absolute(data_file)}
 

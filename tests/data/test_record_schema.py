@@ -47,3 +47,17 @@ def test_variants_of_a_format():
     assert floats.parse_spec(max_seq_length=1)["label"].dtype == tf.float32 and floats.version == SCHEMA.version
     more = SCHEMA.extend("toy_train", (("start", "int64", None),))
     assert more.names == ("ids", "pair", "label", "start") and dataclasses.replace(more, version=2) != more
+
+
+def test_records_have_the_same_bytes_in_every_process(example_feature_order):
+    # A protobuf map is written in hash-table order unless serialized deterministically, and that order
+    # changes from process to process: the same inputs gave record files of other bytes on every run.
+    # Deterministic order (upb's): by key bytes, a key after the longer keys it is a prefix of.
+    from albert_tf.data.tfrecord import map_key_order
+    from albert_tf.squad.records import TRAIN_SCHEMA
+
+    values = {"unique_ids": 7, "input_ids": [2, 9, 3, 0], "input_mask": [1, 1, 1, 0], "segment_ids": [0] * 4,
+              "p_mask": [1, 0, 1, 1], "start_positions": 1, "end_positions": 1, "is_impossible": 0}
+    keys = example_feature_order(TRAIN_SCHEMA.serialize(values, max_seq_length=4))
+    assert sorted(keys) == sorted(values)
+    assert keys == sorted(values, key=map_key_order)

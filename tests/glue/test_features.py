@@ -82,7 +82,7 @@ def _batches(dataset):
     return [{k: v.numpy() for k, v in b.items()} for b in dataset]
 
 
-def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
+def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv, example_feature_order):
     data_dir = _glue_with_stsb(tmp_path, write_tsv)
     tok = WordTokenizer()
     processor = get_processor("sts-b")
@@ -102,6 +102,8 @@ def test_cache_roundtrip_and_eval_padding(tmp_path, write_tsv):
     record = next(iter(tf.data.TFRecordDataset(cache.record_file)))
     parsed = tf.io.parse_single_example(record, F.feature_spec(12, regression=True))
     assert sorted(parsed) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
+    # Written in deterministic map order (byte order for these names), so a rerun writes the same bytes.
+    assert example_feature_order(record.numpy()) == ["input_ids", "input_mask", "is_real_example", "label_ids", "segment_ids"]
 
 
 def test_cache_reused_until_an_input_changes(tmp_path, write_tsv):
