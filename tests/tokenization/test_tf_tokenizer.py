@@ -117,3 +117,28 @@ def test_one_string_is_one_row_and_more_dimensions_a_clear_error(tf_tokenizer, s
     for method in (tf_tokenizer.tokenize, tf_tokenizer.tokenize_pieces):
         with pytest.raises(tf.errors.InvalidArgumentError, match="expects one string or a 1-D batch of strings"):
             method(tf.constant([["a b", "c"]]))
+
+
+def test_long_texts_start_as_in_python(tf_tokenizer, spm_model_path, shared):
+    """Documented limit (README, "very long texts"): past about 85,000 characters both tokenizers' float32
+    path scores round near-equal segmentations differently. The start of a text never depends on what
+    follows it (no piece spans a space), so the first 15,000 ids, far more than serving keeps, are Python's."""
+    import json
+
+    from albert_tf.tokenization import FullTokenizer
+
+    python = FullTokenizer(spm_model_file=spm_model_path)
+    contexts = [paragraph["context"]
+                for name in ("dev-v1.1.Super_Bowl_50.json", "dev-v2.0.first5articles.json",
+                             "train-v1.1.University_of_Notre_Dame.json")
+                for article in json.loads(shared("data", "squad", name).read_text(encoding="utf-8"))["data"]
+                for paragraph in article["paragraphs"]]
+    texts = [" ".join(contexts), shared("data", "corpus", "botchan.txt").read_text(encoding="utf-8")]
+    assert min(map(len, texts)) > 180_000
+    got = tf_tokenizer.tokenize(tf.constant(texts)).to_list()
+    for text, ids in zip(texts, got):
+        expected = python.tokenize_to_ids(text)
+        assert ids[:15_000] == expected[:15_000]
+        # Python's own: the ids of a prefix of the text alone (whole words, 70,000 characters) start it.
+        prefix_ids = python.tokenize_to_ids(text[:text.index(" ", 70_000)])
+        assert len(prefix_ids) > 14_000 and prefix_ids == expected[:len(prefix_ids)]
