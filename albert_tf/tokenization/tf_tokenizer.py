@@ -9,6 +9,11 @@ where two splits of a span score exactly the same (the same pieces in another or
 6|66 or 66|6), the latter's bundled SentencePiece (0.1.96) breaks the tie another way than the
 Python sentencepiece the drivers use, by float rounding: 12 of the 78,049 GLUE and SQuAD texts
 got other ids. The fast one's float32 search breaks ties as Python's does (all of them agree).
+
+Very long texts: the search adds piece scores in float32 and Python's sentencepiece compares candidates in
+double, so after about 85,000 characters (19,000 ids) near-equal segmentations of a word can round apart.
+A text's first ids never depend on what follows it (no piece spans a space): those serving keeps are
+Python's. README, "very long texts".
 """
 from __future__ import annotations
 
@@ -78,8 +83,22 @@ def tf_preprocess_text(texts: tf.Tensor, lower: bool = True) -> tf.Tensor:
 _NUL_STAND_IN = "\U000F0000"  # plane 15 private use: no case, and nothing a text to tokenize holds
 
 
+# Any rank is traced (one string must work, as in tensorflow-text's tokenizers); `_as_batch` checks it.
+_TEXTS = tf.TensorSpec(None, tf.string)
+
+
+def _as_batch(texts: tf.Tensor) -> tf.Tensor:
+    """A batch [N] of texts; one string (a scalar) is a batch of one. More dimensions are an error
+    naming what is expected, not a reshape that would silently tokenize each cell."""
+    check = tf.debugging.assert_rank_in(
+        texts, [0, 1], message="TFTokenizer expects one string or a 1-D batch of strings [N]")
+    with tf.control_dependencies([check]):
+        return tf.reshape(texts, [-1])
+
+
 class TFTokenizer(tf.Module):
-    """In-graph ALBERT tokenizer: `tokenize(tf.string [N]) -> tf.RaggedTensor int32 [N, (ids)]`."""
+    """In-graph ALBERT tokenizer: `tokenize(tf.string [N]) -> tf.RaggedTensor int32 [N, (ids)]` (a scalar
+    string gives one row)."""
 
     def __init__(self, spm_model_file: str | os.PathLike, do_lower_case: bool = True, name: str | None = None):
         super().__init__(name=name)
@@ -104,15 +123,16 @@ class TFTokenizer(tf.Module):
              if spm_utils.needs_comma_split(piece) and i != self.unk_id else [i]
              for i, piece in enumerate(pieces)], dtype=tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[_TEXTS])
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Ids of each text (int32 ragged [N, None])."""
-        return self._ids(texts)
+        """Ids of each text (int32 ragged [N, None]); one string (a scalar) gives one row, [1, None]."""
+        return self._ids(_as_batch(texts))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[_TEXTS])
     def tokenize_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Pieces of each text (tf.string ragged [N, None]), those of `tokenize`'s ids; an unknown
         piece is the text it stands for (as Python's `tokenize`), or "<unk>" if that cannot be told."""
+        texts = _as_batch(texts)
         ids = self._ids(texts)
         pieces = tf.gather(self._vocab, ids)
         # The text of each unknown piece, in order, from the other tokenizer (same unknowns, unless a

@@ -51,6 +51,7 @@ def test_saved_model_round_trip(tf_tokenizer, reference_rows, tmp_path):
     rows = reference_rows[:30]
     got = restored.tokenize(tf.constant([row["text"] for row in rows])).to_list()
     assert got == [row["ids"] for row in rows]
+    assert restored.tokenize(rows[0]["text"]).to_list() == [rows[0]["ids"]]  # one string: one row
 
 
 def test_cased(shared):
@@ -98,3 +99,46 @@ def test_matches_python_on_real_mrpc_numbers(tf_tokenizer, shared):
     got = tf_tokenizer.tokenize(tf.constant(texts)).to_list()
     bad = [(text, ids) for text, ids in zip(texts, got) if ids != python.tokenize_to_ids(text)]
     assert not bad, f"{len(bad)} of {len(texts)} differ, first: {bad[:2]}"
+
+
+def test_one_string_is_one_row_and_more_dimensions_a_clear_error(tf_tokenizer, spm_model_path):
+    """tensorflow-text's tokenizers take a scalar string; ours gave TensorFlow's binding error for it.
+    A scalar is a batch of one (the ragged [N, None] type stays the same); a 2-D batch is refused
+    with a message naming what is expected, not tokenized cell by cell."""
+    from albert_tf.tokenization import FullTokenizer
+
+    python = FullTokenizer(spm_model_file=spm_model_path)
+    text = "Hello, 1,000, worlds!"
+    assert tf_tokenizer.tokenize(text).to_list() == [python.tokenize_to_ids(text)]
+    assert tf_tokenizer.tokenize(tf.constant(text)).to_list() == [python.tokenize_to_ids(text)]
+    assert [[p.decode("utf-8") for p in row] for row in tf_tokenizer.tokenize_pieces(text).to_list()] == [
+        python.tokenize(text)]
+    assert tf_tokenizer.tokenize(tf.constant([], tf.string)).to_list() == []
+    for method in (tf_tokenizer.tokenize, tf_tokenizer.tokenize_pieces):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="expects one string or a 1-D batch of strings"):
+            method(tf.constant([["a b", "c"]]))
+
+
+def test_long_texts_start_as_in_python(tf_tokenizer, spm_model_path, shared):
+    """Documented limit (README, "very long texts"): past about 85,000 characters both tokenizers' float32
+    path scores round near-equal segmentations differently. The start of a text never depends on what
+    follows it (no piece spans a space), so the first 15,000 ids, far more than serving keeps, are Python's."""
+    import json
+
+    from albert_tf.tokenization import FullTokenizer
+
+    python = FullTokenizer(spm_model_file=spm_model_path)
+    contexts = [paragraph["context"]
+                for name in ("dev-v1.1.Super_Bowl_50.json", "dev-v2.0.first5articles.json",
+                             "train-v1.1.University_of_Notre_Dame.json")
+                for article in json.loads(shared("data", "squad", name).read_text(encoding="utf-8"))["data"]
+                for paragraph in article["paragraphs"]]
+    texts = [" ".join(contexts), shared("data", "corpus", "botchan.txt").read_text(encoding="utf-8")]
+    assert min(map(len, texts)) > 180_000
+    got = tf_tokenizer.tokenize(tf.constant(texts)).to_list()
+    for text, ids in zip(texts, got):
+        expected = python.tokenize_to_ids(text)
+        assert ids[:15_000] == expected[:15_000]
+        # Python's own: the ids of a prefix of the text alone (whole words, 70,000 characters) start it.
+        prefix_ids = python.tokenize_to_ids(text[:text.index(" ", 70_000)])
+        assert len(prefix_ids) > 14_000 and prefix_ids == expected[:len(prefix_ids)]
