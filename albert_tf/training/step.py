@@ -166,7 +166,10 @@ class TrainStep:
             batch = tf.nest.map_structure(lambda t: t[i], micro)
             g, l, m = self._micro_gradients(batch, step, i, replica_id, denominators)
             has_grad[:] = [x is not None for x in g]
-            g = [tf.zeros_like(v) if x is None else x for x, v in zip(g, variables)]
+            # Snapshot: Grappler would otherwise merge this sum with the gradient's own (AddN of a shared or
+            # tied weight's parts), and its memory optimizer turns such a large AddN into a TemporaryVariable
+            # that fails in this nested loop (AlreadyExistsError at ALBERT-base sizes).  Same values.
+            g = [tf.zeros_like(v) if x is None else tf.raw_ops.Snapshot(input=x) for x, v in zip(g, variables)]
             return (i + 1, [a + b for a, b in zip(grads, g)], loss + l,
                     tf.nest.map_structure(tf.add, metrics, m))
 
