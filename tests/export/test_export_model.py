@@ -348,6 +348,29 @@ def test_export_to_tfhub_form(exported, tmp_path):
     assert max(result.values()) <= 1e-5, result
 
 
+def test_a_max_seq_length_beyond_the_positions_is_refused_before_the_checkpoint_is_read(exported, tmp_path):
+    """The default --max_seq_length=128 with a config of fewer positions (32 here) was refused only once the
+    checkpoint had loaded (minutes for a real model). The checkpoint here does not exist: the old error was
+    about it. With --notext_signature the flag is unused, so the checkpoint is what is missing then."""
+    folder, _, spm = exported
+    config = folder / "albert_config.json"
+
+    def run(*extra):
+        return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"), f"--albert_config_file={config}",
+                               f"--checkpoint={tmp_path / 'missing' / 'model.ckpt'}", f"--spm_model_file={spm}",
+                               f"--export_path={tmp_path / 'x'}", *extra], capture_output=True, text=True, timeout=600)
+
+    for extra, given in (((), "128 (its default)"), (("--max_seq_length=64",), "64")):
+        done = run(*extra)
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"export_model.py: error: --max_seq_length={given} exceeds max_position_embeddings 32 of "
+            f"--albert_config_file={config}: pass --max_seq_length=32 or less"), done.stderr[-3000:]
+    done = run("--notext_signature")
+    assert done.returncode == 1 and "--max_seq_length" not in done.stderr and "checkpoint not found" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
 def test_albert_directory_errors(tmp_path):
     done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"),
                            f"--albert_directory={tmp_path / 'missing'}", f"--export_path={tmp_path / 'x'}"],
