@@ -24,8 +24,11 @@ TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# Where `make demo` writes (`make demo DEMO_DIR=~/albert_demo`: a leading ~ is the home folder, as in the drivers).
+DEMO_DIR ?= demo_output
+
 demo: setup
-	$(PY) -m albert_tf.demo --output_dir=demo_output
+	$(PY) -m albert_tf.demo --output_dir='$(DEMO_DIR)'
 
 # Only what setup builds: demo_output*/ may be a user's folder the demo went around, so it stays.
 clean:

@@ -76,13 +76,14 @@ def expand_home_in_path_flags() -> None:
     or ``~user`` of each path given on the command line is expanded as a shell would (``os.path.expanduser``)."""
     from absl import flags
 
+    from albert_tf.fileio import expand_home
+
     values = flags.FLAGS
     for name in list(values):
         flag = values[name]
         if not (flag.present and isinstance(flag.value, str) and _PATH_FLAG.search(name) and "~" in flag.value):
             continue
-        expanded = ",".join(os.path.expanduser(item) if item.startswith("~") else item
-                            for item in flag.value.split(","))
+        expanded = ",".join(expand_home(item) for item in flag.value.split(","))
         if expanded != flag.value:
             setattr(values, name, expanded)
 

@@ -192,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output_dir", default="demo_output")
     parser.add_argument("--quick", action="store_true", help="fewer steps (for tests): checks the plumbing only")
     args = parser.parse_args(argv)
-    demo = Demo(args.output_dir, args.quick)
+    from albert_tf.fileio import expand_home
+
+    # --output_dir=~/demo: the home folder, as in the drivers' path flags (no shell expands a ~ after =)
+    demo = Demo(expand_home(args.output_dir), args.quick)
     scale = 0.2 if args.quick else 1.0
     steps = lambda n: max(10, int(n * scale))  # noqa: E731
 

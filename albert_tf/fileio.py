@@ -28,6 +28,14 @@ def is_remote(path: str | os.PathLike) -> bool:
     return "://" in os.fspath(path)
 
 
+def expand_home(path: str) -> str:
+    """A leading ``~`` or ``~user`` of ``path`` as a shell would expand it: no shell does after ``--flag=``,
+    and TensorFlow's file functions do not either (they made a folder named ``~`` in the current folder).
+    The drivers' path flags (each item of a comma list: ``cli.expand_home_in_path_flags``) and the demo's
+    ``--output_dir`` both go through here."""
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
 def umask_mode(mode: int = 0o666) -> int:
     """``mode`` less the process's umask: what ``open()`` gives a new file (0644 under umask 022)."""
     return mode & ~_umask()

@@ -136,19 +136,25 @@ def _quiet_library_info(tensorflow) -> None:
     info_filter = LibraryInfoFilter(folders)
     for logger in (absl_logging.get_absl_logger(), logging.getLogger("tensorflow")):
         logger.addFilter(info_filter)
-    # TensorFlow's logger has a stderr handler of its own (made when nothing handled the root logger yet), and
-    # its records also reach absl's handler on the root logger, which every driver's absl.app installs: each
-    # warning was printed twice. Through absl's alone, they read as the driver's own lines.
+
+
+def _one_handler(tensorflow) -> None:
+    """TensorFlow's logger has a stderr handler of its own (made when nothing handled the root logger yet), and
+    its records also reach absl's handler on the root logger, which every driver's absl.app installs: each
+    warning was printed twice. Through absl's alone, they read as the driver's own lines. At every verbosity:
+    ``--verbosity=1`` shows more records, each once."""
     tf_logger = tensorflow.get_logger()
     for handler in list(tf_logger.handlers):
         tf_logger.removeHandler(handler)
 
 
 class _QuietLoader(importlib.abc.Loader):
-    """Runs the real loader of a noisy module inside `filtered_stderr()`."""
+    """Runs the real loader of a noisy module inside `filtered_stderr()` (``quiet``), then leaves TensorFlow's
+    records one handler (at any verbosity)."""
 
-    def __init__(self, loader: importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader, quiet: bool = True):
         self._loader = loader
+        self._quiet = quiet
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
@@ -158,11 +164,16 @@ class _QuietLoader(importlib.abc.Loader):
         module.__loader__ = self._loader
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
-        with filtered_stderr():
+        if not self._quiet:  # --verbosity=1: every start-up line and INFO record shown
             self._loader.exec_module(module)
-            _list_devices(module)
-        with contextlib.suppress(Exception):  # never a reason for a driver not to start
-            _quiet_library_info(module)
+        else:
+            with filtered_stderr():
+                self._loader.exec_module(module)
+                _list_devices(module)
+            with contextlib.suppress(Exception):  # never a reason for a driver not to start
+                _quiet_library_info(module)
+        with contextlib.suppress(Exception):
+            _one_handler(module)
 
 
 def _list_devices(tensorflow) -> None:
@@ -175,13 +186,16 @@ def _list_devices(tensorflow) -> None:
 class _QuietImportFinder(importlib.abc.MetaPathFinder):
     """On the first import of a noisy module: its real spec, with a filtering loader."""
 
+    def __init__(self, quiet: bool = True):
+        self.quiet = quiet
+
     def find_spec(self, fullname, path, target=None):
         if fullname not in _QUIET_MODULES:
             return None
         sys.meta_path[:] = [f for f in sys.meta_path if f is not self]  # once, and no recursion
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            spec.loader = _QuietLoader(spec.loader, self.quiet)
         return spec
 
 
@@ -190,10 +204,13 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     doc).  Call it before anything imports TensorFlow; returns whether it is quiet.
     Once TensorFlow is imported it changes nothing (the lines are already out)."""
     argv = sys.argv[1:] if argv is None else argv
-    if verbose_requested(argv, os.environ) or any(name in sys.modules for name in _QUIET_MODULES):
+    if any(name in sys.modules for name in _QUIET_MODULES):
         return False
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    warnings.filterwarnings("ignore", module=_NOISY_PACKAGES)
+    quiet = not verbose_requested(argv, os.environ)
+    if quiet:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        warnings.filterwarnings("ignore", module=_NOISY_PACKAGES)
     if not any(isinstance(f, _QuietImportFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _QuietImportFinder())
-    return True
+        # Verbose too: it still gives TensorFlow's records one handler (each warning printed once).
+        sys.meta_path.insert(0, _QuietImportFinder(quiet))
+    return quiet

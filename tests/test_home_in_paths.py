@@ -3,6 +3,8 @@ original did not find the input, and wrote outputs into a folder named ``~`` in 
 drivers read a leading ``~`` of a path flag as the home folder, as a shell would."""
 import pathlib
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[1]  # driver_cases runs the drivers there
 
 
@@ -18,3 +20,29 @@ def test_a_leading_tilde_in_path_flags_is_the_home_folder(shared, tmp_path, monk
     assert results["tilde"]["code"] == 0, results["tilde"]["stderr"]
     assert (home / "out" / "a.tfrecord").is_file() and (home / "out" / "b.tfrecord").is_file()
     assert not (REPO / "~").exists()  # where the original made its folder named "~"
+
+
+def test_the_demos_output_dir_with_a_leading_tilde_is_the_home_folder(tmp_path, monkeypatch):
+    """`python -m albert_tf.demo --output_dir=~/albert_demo` (or `make demo DEMO_DIR=~/albert_demo`) made a
+    folder named "~" in the current folder, where the drivers read the same flag as the home folder."""
+    from albert_tf import demo, demo_data
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+
+    class Started(Exception):
+        pass
+
+    def first_step(*args, **kwargs):  # the demo's folder is made by then; its minutes of work are not needed
+        raise Started
+
+    monkeypatch.setattr(demo_data, "write_corpus", first_step)
+    with pytest.raises(Started):
+        demo.main(["--output_dir=~/albert_demo"])
+    assert (home / "albert_demo").is_dir()
+    assert not (work / "~").exists()
+    makefile = (REPO / "Makefile").read_text()
+    assert "--output_dir='$(DEMO_DIR)'" in makefile and "DEMO_DIR ?= demo_output" in makefile

@@ -151,14 +151,16 @@ def test_tensorflows_info_records_are_hidden_between_a_drivers_lines_and_its_war
     env = {k: v for k, v in os.environ.items() if k != VERBOSE_ENV}
     env.update(PYTHONPATH=str(REPO))
 
-    def run(extra_env):
-        done = subprocess.run([sys.executable, "-c", script], env={**env, **extra_env}, capture_output=True,
+    def run(extra_env, *argv):
+        done = subprocess.run([sys.executable, "-c", script, *argv], env={**env, **extra_env}, capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stderr
 
-    loud = run({VERBOSE_ENV: "1"})
-    assert "Sharding callback duration" in loud and "Assets written to" in loud
+    for loud in (run({VERBOSE_ENV: "1"}), run({}, "--verbosity=1")):
+        assert "Sharding callback duration" in loud and "Assets written to" in loud
+        # once at this verbosity too (it printed "WARNING:tensorflow:a warning" besides absl's line)
+        assert loud.count("a warning") == 1 and loud.count("Assets written to") == 1, loud
     quiet = run({})
     assert "Sharding callback duration" not in quiet and "Assets written to" not in quiet
     for line in ("ours before", "a warning", "ours through tf_logging", "ours after"):

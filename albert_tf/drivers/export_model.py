@@ -66,6 +66,16 @@ def _fill_from_albert_directory() -> None:
         FLAGS.checkpoint = os.path.join(folder, FLAGS.checkpoint_name)
 
 
+def _check_max_seq_length(max_position_embeddings: int) -> None:
+    """The text signature truncates at --max_seq_length, which the model's positions must cover: checked
+    before the checkpoint is read (export_hub_module checks it too, after a real model's load of minutes)."""
+    if FLAGS.text_signature and FLAGS.max_seq_length > max_position_embeddings:
+        default = " (its default)" if not FLAGS["max_seq_length"].present else ""
+        raise ValueError(f"--max_seq_length={FLAGS.max_seq_length}{default} exceeds max_position_embeddings "
+                         f"{max_position_embeddings} of --albert_config_file={FLAGS.albert_config_file}: pass "
+                         f"--max_seq_length={max_position_embeddings} or less")
+
+
 @reports_errors
 def main(argv) -> int:
     del argv
@@ -80,6 +90,7 @@ def main(argv) -> int:
 
     check_export_path(FLAGS.export_path)  # before any work: never replace what we did not write
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    _check_max_seq_length(config.max_position_embeddings)
     check_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file, config.vocab_size, FLAGS.albert_config_file)
     warn_if_capitals_become_unknown(FLAGS.spm_model_file, FLAGS.do_lower_case)
     model = AlbertPretrainer(config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
@@ -89,6 +90,26 @@ def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: 
             f"of the ALBERT config; shorten inputs (e.g. --max_seq_length)")
 
 
+def check_id_ranges(inputs: Mapping[str, Any], vocab_size: int, type_vocab_size: int) -> None:
+    """Concrete (eager) ids outside the embedding tables: one message naming the input, the value and
+    the table's size, not the embedding layer's gather. Traced calls (tf.function, fit) skip it: their
+    ids come from a checked pipeline or, in an export, from ``check_id_range`` in its signature."""
+    if not tf.executing_eagerly():
+        return
+    for name, size, field in (("input_ids", vocab_size, "vocab_size"), ("segment_ids", type_vocab_size,
+                                                                         "type_vocab_size")):
+        if not isinstance(inputs[name], np.ndarray) and not hasattr(inputs[name], "numpy"):
+            continue  # symbolic
+        ids = np.asarray(inputs[name])
+        if ids.size == 0 or (ids.min() >= 0 and ids.max() < size):  # the normal case: two reductions
+            continue
+        where = tuple(int(i) for i in np.argwhere((ids < 0) | (ids >= size))[0])
+        hint = ("ids made with another tokenizer than the model's?" if name == "input_ids"
+                else f"segment ids run from 0 to {size - 1}")
+        raise InputError(f"ALBERT input '{name}' holds {int(ids[where])} at {list(where)}, outside [0, {size}) "
+                         f"({field} {size} of the ALBERT config); {hint}")
+
+
 class _IdsModel(keras.Model):
     """A model called on int32 id tensors (`dummy_inputs` makes them)."""
 
@@ -142,6 +163,7 @@ class AlbertModel(_IdsModel):
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None) -> dict[str, Any]:
         check_inputs(inputs, ENCODER_INPUTS, self.config.max_position_embeddings)
+        check_id_ranges(inputs, self.config.vocab_size, self.config.type_vocab_size)
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
         segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
         mask = tf.cast(inputs["input_mask"], tf.float32)

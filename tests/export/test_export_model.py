@@ -142,6 +142,39 @@ def test_id_signatures_take_lengths_up_to_max_position_embeddings(exported, tmp_
     assert "input length exceeds this model" in refused and "max_position_embeddings (32); shorten" in refused
 
 
+def test_id_signatures_name_input_ids_outside_the_vocabulary(exported):
+    """An id >= vocab_size or < 0 given to tokens, mlm or sop failed in the graph's embedding gather
+    ("indices[0,2] = 30000 is not in [0, 30000) [[{{node ...embeddings/Gather}}]]"): now the message names
+    input_ids, the id and the vocab_size."""
+    folder, _, _ = exported
+    script = textwrap.dedent(f"""
+        import json, tensorflow as tf, tensorflow_text  # noqa: F401
+        sigs = tf.saved_model.load({str(folder / 'saved')!r}).signatures
+        result = {{}}
+        for name, bad in (("tokens", 30000), ("mlm", 31234), ("sop", -1)):
+            ids = tf.constant([[2, 40, bad, 3]])
+            extra = {{"mlm_positions": tf.constant([[1]])}} if name == "mlm" else {{}}
+            try:
+                sigs[name](input_ids=ids, input_mask=tf.ones_like(ids), segment_ids=tf.zeros_like(ids), **extra)
+                result[name] = None
+            except tf.errors.InvalidArgumentError as e:
+                result[name] = e.message
+        good = tf.constant([[2, 29999, 0, 3]])
+        result["edge"] = sigs["tokens"](input_ids=good, input_mask=tf.ones_like(good),
+                                        segment_ids=tf.zeros_like(good))["pooled_output"].shape.as_list()
+        print(json.dumps(result))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, bad in (("tokens", 30000), ("mlm", 31234), ("sop", -1)):
+        message = result[name] or ""
+        assert "input_ids holds an id outside [0, 30000) (this model's vocab_size 30000)" in message.replace(
+            "\\'", "'"), (name, message)
+        assert f"The id:] [{bad}]" in message, (name, message)
+    assert result["edge"] == [1, 32]
+
+
 def test_export_is_a_reusable_saved_model(exported, tmp_path):
     """What hub.KerasLayer(path, trainable=True) fine-tunes (TF Hub's reusable SavedModel): the reload has
     __call__ (the tokens outputs), variables, trainable_variables and an empty regularization_losses, and
@@ -313,6 +346,29 @@ def test_export_to_tfhub_form(exported, tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(result) == ["pooled_output", "sequence_output", "sop_log_probs"]
     assert max(result.values()) <= 1e-5, result
+
+
+def test_a_max_seq_length_beyond_the_positions_is_refused_before_the_checkpoint_is_read(exported, tmp_path):
+    """The default --max_seq_length=128 with a config of fewer positions (32 here) was refused only once the
+    checkpoint had loaded (minutes for a real model). The checkpoint here does not exist: the old error was
+    about it. With --notext_signature the flag is unused, so the checkpoint is what is missing then."""
+    folder, _, spm = exported
+    config = folder / "albert_config.json"
+
+    def run(*extra):
+        return subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"), f"--albert_config_file={config}",
+                               f"--checkpoint={tmp_path / 'missing' / 'model.ckpt'}", f"--spm_model_file={spm}",
+                               f"--export_path={tmp_path / 'x'}", *extra], capture_output=True, text=True, timeout=600)
+
+    for extra, given in (((), "128 (its default)"), (("--max_seq_length=64",), "64")):
+        done = run(*extra)
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"export_model.py: error: --max_seq_length={given} exceeds max_position_embeddings 32 of "
+            f"--albert_config_file={config}: pass --max_seq_length=32 or less"), done.stderr[-3000:]
+    done = run("--notext_signature")
+    assert done.returncode == 1 and "--max_seq_length" not in done.stderr and "checkpoint not found" in done.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_albert_directory_errors(tmp_path):

@@ -160,6 +160,33 @@ def test_inputs_of_mismatched_shapes_or_kinds_get_one_clear_error():
     assert out["mlm_logits"].shape == [2, 7, 30]
 
 
+def test_ids_outside_the_embedding_tables_name_the_input_the_value_and_the_size():
+    """An id >= vocab_size (ids of another tokenizer) or < 0 failed in the embedding layer's gather
+    ("Exception encountered when calling layer 'embeddings' ... indices[0,2] = 30 is not in [0, 30)"),
+    naming neither the input nor where the size comes from. A task model built on the encoder says the same."""
+    model = _tiny_model()
+    vocab = model.config.vocab_size
+    ids = np.array([[2, 5, 7, 3], [2, 6, 3, 0]], np.int32)
+    mask, segments = np.ones_like(ids), np.zeros_like(ids)
+    for bad, where in ((vocab, [1, 2]), (vocab + 1234, [1, 2]), (-1, [1, 2])):
+        wrong = ids.copy()
+        wrong[tuple(where)] = bad
+        with pytest.raises(InputError, match=rf"'input_ids' holds {bad} at \[1, 2\], outside \[0, {vocab}\) "
+                                             rf"\(vocab_size {vocab} of the ALBERT config\)"):
+            model({"input_ids": tf.constant(wrong), "input_mask": mask, "segment_ids": segments})
+        with pytest.raises(InputError, match=rf"'input_ids' holds {bad} at"):  # NumPy int64, as given
+            model({"input_ids": wrong.astype(np.int64), "input_mask": mask, "segment_ids": segments})
+    with pytest.raises(InputError, match=r"'segment_ids' holds 2 at \[0, 3\], outside \[0, 2\) \(type_vocab_size 2"):
+        model({"input_ids": ids, "input_mask": mask, "segment_ids": np.array([[0, 0, 1, 2], [0] * 4], np.int32)})
+    with pytest.raises(InputError, match=rf"'input_ids' holds {vocab} at"):
+        AlbertPretrainer(model)({"input_ids": np.where(ids == 7, vocab, ids), "input_mask": mask,
+                                 "segment_ids": segments, "masked_lm_positions": np.zeros([2, 1], np.int32)})
+    # The largest id and the second segment stay accepted.
+    edge = np.where(ids == 7, vocab - 1, ids)
+    out = model({"input_ids": edge, "input_mask": mask, "segment_ids": (np.arange(4) >= 2) * mask})
+    assert np.isfinite(out["pooled_output"].numpy()).all()
+
+
 def test_keras3_symbolic_input_is_refused_naming_tf_keras():
     """keras.Input from the user's Keras 3 used to fail inside tf.cast with Keras 3's advice to wrap
     the call in a layer; the model is a layer already, of the other Keras."""
