@@ -93,7 +93,7 @@ def check_inputs(inputs: Mapping[str, Any], names: tuple[str, ...], max_length: 
 def check_id_ranges(inputs: Mapping[str, Any], vocab_size: int, type_vocab_size: int) -> None:
     """Concrete (eager) ids outside the embedding tables: one message naming the input, the value and
     the table's size, not the embedding layer's gather. Traced calls (tf.function, fit) skip it: their
-    ids come from a checked pipeline or, in an export, from ``check_id_range`` in its signature."""
+    ids come from a checked pipeline or, in an export, from its signature's ``batching.check_max_length``."""
     if not tf.executing_eagerly():
         return
     for name, size, field in (("input_ids", vocab_size, "vocab_size"), ("segment_ids", type_vocab_size,
