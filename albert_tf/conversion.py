@@ -9,9 +9,11 @@ exact: values pass through float32 variables unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import posixpath
-from typing import Optional
+import uuid
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -19,7 +21,7 @@ import tensorflow as tf
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
-from albert_tf.fileio import atomic_write_text, read_text
+from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, read_text
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training import faults
 from albert_tf.weights import files, hf, kinds
@@ -27,7 +29,8 @@ from albert_tf.weights import names as name_table
 from albert_tf.weights.errors import CheckpointError
 from albert_tf.weights.loading import (LoadReport, checkpoint_format, load_checkpoint, load_hf_checkpoint,
                                       resolve_checkpoint)
-from albert_tf.weights.saving import save_hf_checkpoint, save_model_checkpoint, save_tf1_checkpoint
+from albert_tf.weights.saving import (model_checkpoint_writer, publish_checkpoint, save_hf_checkpoint,
+                                      save_model_checkpoint, save_tf1_checkpoint, tf1_checkpoint_writer)
 
 DIRECTIONS = {
     "tf1_to_tf2": ("tf1", "tf2"), "tf2_to_tf1": ("tf2", "tf1"),
@@ -44,6 +47,7 @@ class Conversion:
     report: LoadReport
     written: str  # the prefix or folder written
     config_written: Optional[str]  # albert_config.json written beside a TF output
+    already_there: bool = False  # an earlier, interrupted run of this conversion had written it: nothing replaced
 
 
 @dataclasses.dataclass
@@ -193,11 +197,24 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
         config_text = config.to_json_string() if config_written else None
         if config_written and read_text(config_written) == config_text:
             config_written = None  # the same config is there already (another checkpoint of this model)
-        _refuse_to_overwrite(output, target_format, config_written)
         if target_format == "hf":
-            written = save_hf_checkpoint(model, output, kind.hf_architecture, spm_model_file=spm_model_file,
-                                         do_lower_case=do_lower_case)
+            write_hf = functools.partial(save_hf_checkpoint, model, architecture=kind.hf_architecture,
+                                         spm_model_file=spm_model_file, do_lower_case=do_lower_case)
+            if _refuse_to_overwrite(output, target_format, config_written, lambda: _hf_folder_holds(output, write_hf)):
+                return Conversion(kind.name, report, output, None, already_there=True)
+            written = write_hf(output)
         else:
+            writer = (tf1_checkpoint_writer if target_format == "tf1" else model_checkpoint_writer)(model)
+            if _refuse_to_overwrite(output, target_format, config_written,
+                                    lambda: files.holds_what_write_writes(writer, output)):
+                # An earlier run of this conversion, stopped (Ctrl-C) after its files were in place: it is
+                # finished as that run would have (its config, its state file entry), nothing replaced.
+                if config_written:
+                    atomic_write_text(config_written, config_text)
+                prefix = output if is_remote(output) else os.path.abspath(output)
+                if prefix not in files.all_checkpoints(os.path.dirname(prefix)):
+                    publish_checkpoint(prefix)
+                return Conversion(kind.name, report, output, config_written, already_there=True)
             # The config is in place before the checkpoint: a kill in between leaves a config the rerun
             # accepts (it is the same); the other way round, a checkpoint whose config (for an HF input,
             # nowhere else) is lost, and a rerun refused by it.
@@ -243,15 +260,36 @@ def _raise_if_disk_full(err: BaseException, output: str) -> None:
                                f"rerun") from None
 
 
-def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str]) -> None:
+def _hf_folder_holds(output: str, write: Callable[[str], object]) -> bool:
+    """Whether the Hugging Face files in ``output`` are, file for file and byte for byte, those ``write(folder)``
+    writes: it writes into a temporary folder inside ``output`` (a killed check's is removed by the next run)."""
+    tmp = os.path.join(output, f"converted{TMP_MARK}{uuid.uuid4().hex}")
+    try:
+        write(tmp)
+        written = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(tmp))
+        there = sorted(os.path.basename(p) for p in hf.written_files(output) if tf.io.gfile.exists(p))
+        return written == there and all(files.same_bytes(os.path.join(tmp, n), os.path.join(output, n))
+                                        for n in written)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+
+
+def _refuse_to_overwrite(output: str, target_format: str, config_path: Optional[str],
+                         holds_this_conversion: Callable[[], bool]) -> bool:
     """A conversion writes only new files: an existing checkpoint, Hugging Face file or other config at
-    the output is not this job's to replace (it may be the very checkpoint being converted)."""
+    the output is not this job's to replace (it may be the very checkpoint being converted). True when the
+    output's files are there already, and are byte for byte what this conversion writes (``holds_this_conversion``):
+    an earlier run of it, interrupted after putting them in place (Ctrl-C), whose rerun has nothing to replace."""
     if target_format == "hf":
         paths = hf.written_files(output)
     else:
         paths = _tf_checkpoint_files(output)
-    paths += [config_path] if config_path else []
     existing = [p for p in paths if tf.io.gfile.exists(p)]
+    other = [config_path] if config_path and tf.io.gfile.exists(config_path) else []  # another config
+    if existing and not other and holds_this_conversion():
+        return True
+    existing += other
     if existing:
         raise CheckpointError(f"{', '.join(existing)} already exist(s): convert_checkpoint.py writes only new files "
                               f"and replaces none; pass another --converted_checkpoint, or move those away")

@@ -228,8 +228,9 @@ def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int,
     and it is empty (each worker's lock file keeps it from being empty until then). So every worker must know
     whether the job made it, not only whether it did: the chief looks and makes it, and tells the other workers,
     which make theirs only after its word (on a filesystem of their own, they also count their own making).
-    Without the job's ``messages`` each worker counts only its own making (an empty folder may stay). The other
-    workers know of the chief's making only ``output_dir``, not the parents it made."""
+    Without the job's ``messages`` each worker counts only its own making (an empty folder may stay). The chief's
+    word names the folders it made, ``output_dir`` and its parents (a refused job whose chief ended first left
+    ``runs/new`` when only ``output_dir`` was told)."""
     if num_workers <= 1 or messages is None:
         return _make(output_dir)
     global _words_on_output_dir
@@ -239,13 +240,28 @@ def _made_by_this_job(output_dir: str, num_workers: int, worker_index: int,
     about = f"whether the job made --output_dir (multi-worker run {_words_on_output_dir} of this process)"
     if worker_index == 0:
         made = _make(output_dir)
-        messages.tell(about, _MADE if made else _FOUND)
+        # The names of the folders made (output_dir's and its new parents'), not paths: see the key.
+        messages.tell(about, _MADE + json.dumps([os.path.basename(folder) for folder in made]) if made else _FOUND)
         return made
     try:
-        chief_made = messages.chiefs_word(about) == _MADE
+        word = messages.chiefs_word(about)
     except RunError:  # the chief stopped before its lock (WorkerLostError): this worker's run ends on its own
-        chief_made = False
-    return _make(output_dir) or ([output_dir] if chief_made else [])
+        word = _FOUND
+    return _make(output_dir) or _folders_named(output_dir, json.loads(word[len(_MADE):]) if word.startswith(_MADE)
+                                                else [])
+
+
+def _folders_named(output_dir: str, names: list[str]) -> list[str]:
+    """``output_dir`` and its parents, innermost first, as long as their names are ``names`` (those of the folders
+    the chief made): the same folders where this worker names the shared folder the chief's way, and no folder
+    above where it is mounted elsewhere (another name: the walk stops)."""
+    folders = []
+    for name in names:
+        if os.path.basename(output_dir) != name:
+            break
+        folders.append(output_dir)
+        output_dir = os.path.dirname(output_dir)
+    return folders
 
 
 def _make(output_dir: str) -> list[str]:
@@ -260,7 +276,8 @@ def _make(output_dir: str) -> list[str]:
     return made
 
 
-_MADE, _FOUND = "made", "found"  # the chief's word on --output_dir to the other workers of a multi-worker job
+_MADE, _FOUND = "made ", "found"  # the chief's word on --output_dir to the other workers of a multi-worker job
+# (after _MADE, the JSON list of the names of the folders it made, innermost first)
 _words_on_output_dir = 0  # the multi-worker runs (outermost output_dir_lock blocks) of this process
 
 

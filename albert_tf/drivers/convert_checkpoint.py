@@ -56,7 +56,11 @@ def main(argv) -> int:
                    spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
                    allow_missing_heads=FLAGS.allow_missing_heads, init_from_group0=FLAGS.init_from_group0)
     print(done.report.summary())
-    print(f"wrote {done.kind} checkpoint ({FLAGS.direction}) to {done.written}")
+    if done.already_there:  # an earlier run of this command, interrupted after its files were in place
+        print(f"{done.written} already holds this {done.kind} checkpoint ({FLAGS.direction}), byte for byte: "
+              f"kept as it is")
+    else:
+        print(f"wrote {done.kind} checkpoint ({FLAGS.direction}) to {done.written}")
     if done.config_written:
         print(f"wrote its config to {done.config_written}")
     return 0

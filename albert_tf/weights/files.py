@@ -16,12 +16,13 @@ through here; what a run saves and keeps is the policy's business.
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import glob
 import os
 import re
 import uuid
-from typing import Callable
+from typing import Callable, Iterator
 
 import tensorflow as tf
 
@@ -157,22 +158,53 @@ def checkpoint_damage(prefix: str) -> str | None:
     return None
 
 
-def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
-    """``write(tmp_prefix)`` to a temporary prefix beside ``prefix``, then renames its files
-    to ``prefix``; a failed write removes the temporary files."""
+@contextlib.contextmanager
+def _temporary_prefix(prefix: str) -> Iterator[str]:
+    """A temporary prefix beside ``prefix`` (its folder made if need be), whose files are removed on leaving."""
     directory, base = os.path.split(prefix)
     make_folders(directory or ".")
     tmp_prefix = os.path.join(directory, f"{TMP_MARK}{uuid.uuid4().hex}-{base}")
     try:
-        write(tmp_prefix)
-        _move_checkpoint_files(tmp_prefix, prefix)
+        yield tmp_prefix
     finally:
         for leftover in files_extending(tmp_prefix, "*"):  # also TensorFlow's own <prefix>_temp folder
             if tf.io.gfile.isdir(leftover):
                 tf.io.gfile.rmtree(leftover)
             else:
                 tf.io.gfile.remove(leftover)
+
+
+def write_prefix_atomically(write: Callable[[str], object], prefix: str) -> str:
+    """``write(tmp_prefix)`` to a temporary prefix beside ``prefix``, then renames its files
+    to ``prefix``; a failed write removes the temporary files."""
+    with _temporary_prefix(prefix) as tmp_prefix:
+        write(tmp_prefix)
+        _move_checkpoint_files(tmp_prefix, prefix)
     return prefix
+
+
+def same_bytes(path: str, other: str, chunk: int = 1 << 24) -> bool:
+    """Whether two files (local or remote) hold the same bytes."""
+    if tf.io.gfile.stat(path).length != tf.io.gfile.stat(other).length:
+        return False
+    with tf.io.gfile.GFile(path, "rb") as a, tf.io.gfile.GFile(other, "rb") as b:
+        while True:
+            block = a.read(chunk)
+            if block != b.read(chunk):
+                return False
+            if not block:
+                return True
+
+
+def holds_what_write_writes(write: Callable[[str], object], prefix: str) -> bool:
+    """Whether the checkpoint at ``prefix`` is, file for file and byte for byte, what ``write(prefix)`` would
+    write there (TensorFlow writes the same values the same way): ``write`` goes to a temporary prefix beside
+    it, removed after the comparison."""
+    with _temporary_prefix(prefix) as tmp_prefix:
+        write(tmp_prefix)
+        written = {f[len(tmp_prefix):]: f for f in _files_of(tmp_prefix)}
+        there = {f[len(prefix):]: f for f in _files_of(prefix)}
+        return sorted(written) == sorted(there) and all(same_bytes(written[k], there[k]) for k in written)
 
 
 def write_checkpoint_atomically(checkpoint: tf.train.Checkpoint, prefix: str) -> str:

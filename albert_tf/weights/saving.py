@@ -23,6 +23,13 @@ from albert_tf.weights.loading import MODEL_ROOT
 def _write_then_publish(prefix: str, write: Callable[[str], object]) -> str:
     prefix = prefix if is_remote(prefix) else os.path.abspath(prefix)
     files.write_prefix_atomically(write, prefix)
+    return publish_checkpoint(prefix)
+
+
+def publish_checkpoint(prefix: str) -> str:
+    """Records the checkpoint at ``prefix`` (its files in place) in its folder's state file, keeping every
+    entry there and the latest one; also what completes a save interrupted before this step."""
+    prefix = prefix if is_remote(prefix) else os.path.abspath(prefix)
     folder = os.path.dirname(prefix)
     latest = prefix
     if tf.io.gfile.exists(os.path.join(folder, files.STATE_FILENAME)):
@@ -41,22 +48,32 @@ def _write_then_publish(prefix: str, write: Callable[[str], object]) -> str:
     return prefix
 
 
+def model_checkpoint_writer(model) -> Callable[[str], object]:
+    """``write(prefix)``: the model's weights as one of our checkpoints at ``prefix`` (no state file)."""
+    return lambda prefix: tf.train.Checkpoint(**{MODEL_ROOT: model}).write(prefix)
+
+
+def tf1_checkpoint_writer(model) -> Callable[[str], object]:
+    """``write(prefix)``: the model's weights under Google's TF1 names at ``prefix`` (no state file)."""
+    variables = kinds.tf1_name_map(model)
+    ordered = sorted(variables)
+
+    def write(prefix: str) -> None:
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=ordered, shape_and_slices=[""] * len(ordered),
+                          tensors=[variables[n].read_value() for n in ordered])
+
+    return write
+
+
 def save_model_checkpoint(model, prefix: str) -> str:
     """Writes the model's weights as one of our checkpoints at `prefix`."""
-    return _write_then_publish(prefix, lambda tmp: tf.train.Checkpoint(**{MODEL_ROOT: model}).write(tmp))
+    return _write_then_publish(prefix, model_checkpoint_writer(model))
 
 
 def save_tf1_checkpoint(model, prefix: str) -> str:
     """Writes the model's weights under Google's TF1 names (readable by the original
     code's `init_from_checkpoint`, by `tf.train.load_checkpoint` and other tools)."""
-    variables = kinds.tf1_name_map(model)
-    ordered = sorted(variables)
-
-    def write(tmp: str) -> None:
-        tf.raw_ops.SaveV2(prefix=tmp, tensor_names=ordered, shape_and_slices=[""] * len(ordered),
-                          tensors=[variables[n].read_value() for n in ordered])
-
-    return _write_then_publish(prefix, write)
+    return _write_then_publish(prefix, tf1_checkpoint_writer(model))
 
 
 def save_hf_checkpoint(model, folder: str, architecture: str, *, spm_model_file: Optional[str] = None,

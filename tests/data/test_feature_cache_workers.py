@@ -121,9 +121,11 @@ def test_a_refused_job_leaves_no_output_dir_whichever_worker_ends_last(tmp_path,
     """The chief made --output_dir and was refused (another run holds the cache) while worker 1's lock was there:
     the chief could not remove the folder, and worker 1, which found it made and asked about the cache later, did
     not either (each removed only a folder it had made). Now the last worker to release its lock removes the folder
-    the job made, whichever worker comes first (worker 1 makes it only after the chief's word)."""
+    the job made, whichever worker comes first (worker 1 makes it only after the chief's word); and the parent
+    folders the chief made for it too (worker 1 heard only of --output_dir: with the chief first, new/deeper
+    stayed)."""
     path = str(tmp_path / "shared" / "c.tf_record")
-    out = tmp_path / "out"
+    out = tmp_path / "new" / "deeper" / "out"
     with output_dir_lock(str(tmp_path / "run")):
         cached_records(path, SCHEMA, {"data": "a"}, lambda write: [write(SCHEMA.serialize({"x": v}))
                                                                     for v in VALUES["a"]] and {})
@@ -132,7 +134,7 @@ def test_a_refused_job_leaves_no_output_dir_whichever_worker_ends_last(tmp_path,
         job = _job(path, "b", str(out), pauses=pauses)
     for index, (code, lines, err) in enumerate(job):
         assert code == 3 and len(lines) == 1 and "is in use by another run" in lines[0], (index, lines, err[-3000:])
-    assert not out.exists()
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_job_keeps_an_output_dir_it_did_not_make(tmp_path):

@@ -239,6 +239,26 @@ def test_second_run_refused_and_kills_inside_saves_resume_exactly(toy_process, t
     assert not (out / "run.lock").exists()
 
 
+def test_a_kill_in_the_final_saves_pruning_resumes_from_the_new_checkpoint(toy_process, tmp_path, reference_dropout,
+                                                                          same_weights):
+    """keep_checkpoint_max=1: the final save (step 12) replaces the state file, then deletes checkpoint 8; a SIGKILL
+    after its first file went leaves the state file naming only checkpoint 12, which is intact, and what is left
+    of 8 (its index last) is never resumed from: the rerun resumes from 12 and ends with the uninterrupted weights.
+    (Passes on aa32bf0 too: it pins with a real process what test_checkpoint_policy.py shows in-process.)"""
+    out = tmp_path / "run"
+    died = toy_process(out, "--keep_checkpoint_max=1", "--die_in_save=12:pruning", name="pruning")
+    assert died.wait() == -9 and "DYING in save 12 at pruning" in died.log()
+    assert files.all_checkpoints(str(out)) == [str(out / "model.ckpt-12")]  # the state file: nothing deleted
+    assert files.state_file_problem(str(out)) is None and files.checkpoint_damage(str(out / "model.ckpt-12")) is None
+    assert (out / "model.ckpt-8.index").exists()  # the pruning was cut short
+    rerun = toy_process(out, "--keep_checkpoint_max=1", f"--dump={tmp_path / 'final.npz'}", name="rerun")
+    assert rerun.wait() == 0, rerun.log()
+    assert f"Resumed from {out / 'model.ckpt-12'} at step 12" in rerun.log()
+    final = dict(np.load(tmp_path / "final.npz"))
+    assert int(final.pop("__global_step__")) == 12
+    same_weights(final, reference_dropout["weights"], atol=1e-6)
+
+
 def test_lost_worker(toy_process, tmp_path, reference_plain, same_weights, ports):
     """Two workers; worker 1 dies while publishing its input position of checkpoint 4 (a multi-worker
     save), then, rerun, is SIGKILLed after checkpoint 4: each time worker 0 exits non-zero in bounded

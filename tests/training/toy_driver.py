@@ -157,7 +157,8 @@ def make_trainer(strategy, input_file: str, output_dir: str, eval_file: str | No
     return trainer
 
 
-SAVE_POINTS = ("before_index", "before_state_file", "input_state", "input_data", "worker_model", "after_barrier")
+SAVE_POINTS = ("before_index", "before_state_file", "input_state", "input_data", "worker_model", "after_barrier",
+               "pruning")
 
 
 def die_in_save(step: int, point: str, worker_index: int) -> None:
@@ -165,7 +166,9 @@ def die_in_save(step: int, point: str, worker_index: int) -> None:
     before_index: its data shards are in place, its index is not; before_state_file: all its files are
     in place, the state file does not name it yet; input_state: this worker's input position lacks its index;
     input_data: it has no file yet; worker_model: a non-chief worker's part of writing the model (while the
-    chief writes its copy); after_barrier: every worker has written its part, a non-chief one is pruning."""
+    chief writes its copy); after_barrier: every worker has written its part, a non-chief one is pruning;
+    pruning: the state file names it, and the first file of an older checkpoint ``keep_checkpoint_max`` drops
+    is deleted (the chief)."""
     import os
     import signal
 
@@ -204,6 +207,20 @@ def die_in_save(step: int, point: str, worker_index: int) -> None:
             return prune(self)
 
         policy._prune_own_input_states = dying_prune
+    elif point == "pruning":
+        update, remove = files.update_state_file, tf.io.gfile.remove
+        pruning = [False]
+
+        def removing(path):
+            remove(path)
+            if pruning[0]:
+                die()
+
+        def updating(output_dir, path, keep):
+            pruning[0] = path.endswith(name)
+            return update(output_dir, path, keep)
+
+        files.update_state_file, tf.io.gfile.remove = updating, removing
     elif index is not None:
         rename = tf.io.gfile.rename
 

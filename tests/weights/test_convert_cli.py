@@ -333,3 +333,56 @@ def test_a_full_disk_at_the_state_file_removes_the_checkpoint_just_written(share
     assert sorted(os.listdir(out.parent)) == ["checkpoint", "model.ckpt.data-00000-of-00001", "model.ckpt.index",
                                               "notes.txt"]
     assert tf.train.get_checkpoint_state(str(out.parent)).model_checkpoint_path.endswith("elsewhere/model.ckpt-7")
+
+
+# The driver in a process of its own, Ctrl-C'd (a real SIGINT) as soon as its output's first file is renamed into
+# place: the signal acts once the last rename is done, i.e. in the instant after the output is complete.
+CTRL_C_AFTER_THE_FIRST_RENAME = r"""
+import os, runpy, signal, sys
+import tensorflow as tf
+rename, replace = tf.io.gfile.rename, os.replace
+def interrupted(move):
+    def moved(src, dst, *args, **kwargs):
+        move(src, dst, *args, **kwargs)
+        if os.path.basename(str(dst)) in ("model.ckpt.data-00000-of-00001", "model.safetensors"):
+            os.kill(os.getpid(), signal.SIGINT)
+    return moved
+tf.io.gfile.rename, os.replace = interrupted(rename), interrupted(replace)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_rerun_after_ctrl_c_just_after_the_output_is_in_place_accepts_it(shared, tmp_path):
+    """Ctrl-C in the instant after the converter renamed its output into place (before the `checkpoint` state
+    file names it, or before the driver said "wrote"): the line said "rerun the same command to finish", and the
+    rerun was refused by those very files ("already exist(s)"). Now a rerun finds them byte for byte what it
+    writes, keeps them as they are and completes the state file; another conversion onto them is still refused,
+    and they stay as they were. (Two processes of the driver, Ctrl-C'd: 10 s of the test's time.)"""
+    from albert_tf.conversion import convert
+    from albert_tf.weights.errors import CheckpointError
+
+    folder = shared("reference", "albert_tiny_shared")
+    common = [f"--checkpoint_to_convert={folder / 'model.ckpt'}", f"--albert_config_file={folder / 'albert_config.json'}"]
+    tf2, hf_out = tmp_path / "tf2" / "model.ckpt", tmp_path / "hf"
+    runs = [common + [f"--converted_checkpoint={tf2}", "--direction=tf1_to_tf2"],
+            common + [f"--converted_checkpoint={hf_out}", "--direction=tf1_to_hf"]]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    for argv in runs:
+        done = subprocess.run([sys.executable, "-c", CTRL_C_AFTER_THE_FIRST_RENAME, "convert_checkpoint.py", *argv],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 130, done.stderr[-3000:]
+        assert "rerun the same command to finish" in done.stderr.strip().splitlines()[-1]
+    assert sorted(os.listdir(tf2.parent)) == ["model.ckpt.data-00000-of-00001", "model.ckpt.index"]  # no state file
+    assert sorted(os.listdir(hf_out)) == ["config.json", "model.safetensors"]
+    before = {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in [*tf2.parent.iterdir(), *hf_out.iterdir()]}
+    config = str(folder / "albert_config.json")
+    for output, direction in ((tf2, "tf1_to_tf2"), (hf_out, "tf1_to_hf")):
+        done = convert(str(folder / "model.ckpt"), str(output), direction, config_file=config)
+        assert done.already_there and done.written == str(output)
+        with pytest.raises(CheckpointError, match="replaces none"):  # another conversion's values
+            convert(str(folder / "model.ckpt"), str(output), direction, config_file=config, kind="encoder")
+    assert tf.train.latest_checkpoint(str(tf2.parent)) == str(tf2)  # the state file the interrupted run lacked
+    assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in [*tf2.parent.iterdir(), *hf_out.iterdir()]
+            if p.name != "checkpoint"} == before
+    assert sorted(os.listdir(hf_out)) == ["config.json", "model.safetensors"]  # no temporary left
