@@ -22,6 +22,7 @@ import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
 from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, read_text
+from albert_tf.glue.custom import REGRESSION_MARK
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training import faults
 from albert_tf.weights import files, hf, kinds
@@ -198,6 +199,7 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
         if config_written and read_text(config_written) == config_text:
             config_written = None  # the same config is there already (another checkpoint of this model)
         if target_format == "hf":
+            _name_labels_from_the_run(model, source)  # before the comparison below: part of what is written
             write_hf = functools.partial(save_hf_checkpoint, model, architecture=kind.hf_architecture,
                                          spm_model_file=spm_model_file, do_lower_case=do_lower_case)
             if _refuse_to_overwrite(output, target_format, config_written, lambda: _hf_folder_holds(output, write_hf)):
@@ -226,6 +228,25 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
                 _raise_if_disk_full(e, output)
                 raise
     return Conversion(kind.name, report, written, config_written)
+
+
+def _name_labels_from_the_run(model, source: _Source) -> None:
+    """A classifier whose config names no labels, fine-tuned by a ``--task_name=custom`` run: that run's
+    ``labels.txt`` beside the checkpoint names them, so transformers' ``id2label`` gets ``neg``/``pos``, not
+    ``LABEL_0``/``LABEL_1`` (the drivers read the same file beside ``--init_checkpoint``)."""
+    num_labels = getattr(model, "num_labels", None)
+    if (not num_labels or getattr(model, "regression", False) or model.config.extra.get("id2label")
+            or source.format == "hf"):
+        return
+    folder = source.path if tf.io.gfile.isdir(source.path) else os.path.dirname(source.path)
+    path = os.path.join(folder, files.LABELS_FILE)
+    try:
+        text = read_text(path)
+    except UnicodeDecodeError:
+        return  # not a file of ours
+    labels = [line for line in (text or "").splitlines() if line]
+    if len(labels) == num_labels and REGRESSION_MARK not in labels:
+        model.config.extra["id2label"] = {str(i): label for i, label in enumerate(labels)}
 
 
 def _refuse_a_folder_as_prefix(output: str) -> None:

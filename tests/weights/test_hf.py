@@ -187,6 +187,31 @@ def test_gelu_erf_is_the_exact_form_and_differs_from_tanh():
     assert np.abs(gelu(tf.constant(x, tf.float64)).numpy() - want).max() > 1e-4
 
 
+def test_a_custom_runs_labels_name_the_classifiers_hf_labels(tmp_path, random_tf1_checkpoint):
+    """A --task_name=custom run writes labels.txt beside its checkpoints; converted to transformers, the
+    classifier's id2label carries those names (it had LABEL_0..2), and only when their count fits the head."""
+    config = AlbertConfig(**MULTI_GROUP)
+    rng = np.random.default_rng(6)
+    head = {"output_weights": rng.standard_normal([3, config.hidden_size]).astype(np.float32),
+            "output_bias": rng.standard_normal([3]).astype(np.float32)}
+    run = tmp_path / "run"
+    run.mkdir()
+    random_tf1_checkpoint(config, run / "model.ckpt-best", extra=head)
+    config.to_json_file(str(tmp_path / "albert_config.json"))
+    (run / "labels.txt").write_text("neg\nneutral\npos\n", encoding="utf-8")
+    convert(str(run / "model.ckpt-best"), str(tmp_path / "hf"), "tf1_to_hf",
+            config_file=str(tmp_path / "albert_config.json"))
+    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf_config["id2label"] == {"0": "neg", "1": "neutral", "2": "pos"}
+    assert hf_config["label2id"] == {"neg": 0, "neutral": 1, "pos": 2}
+
+    (run / "labels.txt").write_text("neg\npos\n", encoding="utf-8")  # another run's: not this head's labels
+    convert(str(run / "model.ckpt-best"), str(tmp_path / "hf2"), "tf1_to_hf",
+            config_file=str(tmp_path / "albert_config.json"))
+    hf_config = json.loads((tmp_path / "hf2" / "config.json").read_text())
+    assert hf_config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+
+
 def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint):
     config = AlbertConfig(**MULTI_GROUP)
     H = config.hidden_size
