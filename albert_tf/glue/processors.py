@@ -11,7 +11,8 @@ which also reads the TSVs of `--task_name=custom`):
 - rows end at `\\n` only, never at other Unicode line breaks that sit inside GLUE
   sentences; every `\\r` is dropped wherever it is, as the original's reader (`tf.gfile`)
   did, so a lone one joins the text around it, with a warning naming its lines (a file
-  saved with CR-only line endings is one line: its error says so);
+  saved with CR-only line endings is one line: its error says so); a NUL character is
+  an error naming its line (a file saved as UTF-16), as the original's csv reader's;
 - empty lines carry no data and are skipped.
 
 Where the original crashed (an unknown label is a KeyError far away, a short row an

@@ -1,7 +1,10 @@
 """Reading tables of text as users have them: TSV, CSV and JSON Lines, every row checked, every
 error one ``GlueDataError`` naming ``file:line``.
 
-- Text: UTF-8 (a byte-order mark is dropped); a byte that is not UTF-8 is an error naming its line.
+- Text: UTF-8 (a byte-order mark is dropped); a byte that is not UTF-8 is an error naming its line, and so
+  is a NUL character: a binary file, or text saved as UTF-16 without a byte-order mark, which is valid
+  UTF-8 with a NUL after each ASCII character. The original's csv reader refused it ("line contains
+  NUL", as the csv module of every Python before 3.11; our CSV path did so on 3.10 only).
 - TSV, the rule of the GLUE distribution and the original's ``_read_tsv``: fields are split at
   tabs only; there is no quoting (``"`` is an ordinary character); rows end at ``\\n`` only, never
   at other line breaks that sit inside sentences; every ``\\r`` is dropped wherever it is, as the
@@ -41,10 +44,17 @@ def decoded_lines(path: str | os.PathLike) -> Iterator[str]:
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as e:
-                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                utf16 = number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff")  # Excel's "Unicode Text"
+                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}"
+                                    f"{'; it starts with the byte-order mark of UTF-16' if utf16 else ''}); "
                                     f"save the file as UTF-8") from None
+            if "\0" in text:  # text saved as UTF-16 is valid UTF-8 with a NUL after each ASCII character
+                raise GlueDataError(f"{path}:{number}: holds a NUL character (\\x00) after "
+                                    f"{text[:text.index(chr(0))][-40:]!r}: not a text file, or one saved as "
+                                    f"UTF-16; save the file as UTF-8")
+            yield text
 
 
 class TsvFields(list):

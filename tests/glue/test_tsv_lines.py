@@ -93,3 +93,25 @@ def test_features_cached_by_the_old_reader_are_not_reused(tmp_path, write_tsv, m
     assert "rained.All" in a
     assert ids[:9] == Words().convert_tokens_to_ids(["[CLS]", *a.split(), "[SEP]", *b.split(), "[SEP]"])
     assert cache.record_file != old.record_file
+
+
+def test_a_file_saved_as_utf16_or_holding_nul_is_refused_naming_the_cause(tmp_path):
+    """Text saved as UTF-16 without a byte-order mark is valid UTF-8 with a NUL after each ASCII character: it
+    was refused only at its last line ("expected 3 tab-separated columns, found 1: ['\\x00']"); with its mark
+    the error did not say UTF-16; a NUL in a CSV field was read on Python 3.11 but refused by the csv module
+    of 3.10 (a supported version) and of the original's Python ("line contains NUL")."""
+    d = tmp_path / "glue"
+    rows = "index\tsentence1\tsentence2\n0\tIt rained.\tIt was wet.\n"
+    path = d / "RTE" / "test.tsv"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(rows.encode("utf-16-le"))
+    with pytest.raises(tables.GlueDataError, match=rf"^{path}:1: holds a NUL character .*UTF-16"):
+        get_processor("rte").get_test_examples(d)
+    path.write_bytes(rows.encode("utf-16"))  # with its byte-order mark, as Excel's "Unicode Text"
+    with pytest.raises(tables.GlueDataError, match=rf"^{path}:1: not valid UTF-8 .*byte-order mark of UTF-16"):
+        get_processor("rte").get_test_examples(d)
+    table = tmp_path / "train.csv"
+    table.write_bytes(b'text,label\n"good",pos\n"bad\x00",neg\n')
+    processor = custom.CustomProcessor({"train": str(table)}, ["text"], "label", ("neg", "pos"))
+    with pytest.raises(tables.GlueDataError, match=rf"^{table}:3: holds a NUL character \(\\x00\) after '\"bad'"):
+        processor.check_files("", ["train"])
