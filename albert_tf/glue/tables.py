@@ -216,6 +216,10 @@ def _csv_error(path: str | os.PathLike, start: int, text: str, error: csv.Error)
                 quoted, at_field_start = False, False
             elif char == "\n":
                 line += 1
+        elif char == "\r" and text[i + 1:i + 2] not in ("", "\r", "\n"):
+            return GlueDataError(f"{path}:{line}: a carriage return (\\r) outside quotes, not at the line's end, "
+                                 f"after {text[:i].rsplit(chr(10), 1)[-1][-40:]!r}: save the file with LF or CRLF "
+                                 f"line endings (CR-only or mixed endings run rows together), or quote the field")
         elif char == '"' and at_field_start:
             quoted, opened = True, line
         elif char in ",\n":
@@ -229,4 +233,4 @@ def _csv_error(path: str | os.PathLike, start: int, text: str, error: csv.Error)
     if quoted:
         return GlueDataError(f"{path}:{opened}: a quoted field opens on this line and is never closed (the file "
                              f"ends inside it): a '\"' without its pair")
-    return GlueDataError(f"{path}:{line}: {error}")
+    return GlueDataError(f"{path}:{start + text.rstrip(chr(10)).count(chr(10))}: {error}")  # the record's last line

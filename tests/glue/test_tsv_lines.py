@@ -115,3 +115,24 @@ def test_a_file_saved_as_utf16_or_holding_nul_is_refused_naming_the_cause(tmp_pa
     processor = custom.CustomProcessor({"train": str(table)}, ["text"], "label", ("neg", "pos"))
     with pytest.raises(tables.GlueDataError, match=rf"^{table}:3: holds a NUL character \(\\x00\) after '\"bad'"):
         processor.check_files("", ["train"])
+
+
+@pytest.mark.parametrize("data,line,after", [
+    (b"text,label\nhi\rthere,pos\n", 2, "hi"),                      # a lone CR in an unquoted field
+    (b'text,label\n"a\nb",pos\nc,neg\rd,pos\n', 4, "c,neg"),        # after a quoted line break
+    (b"text,label\r\nhi,pos\r\r\nyo\r,neg\n", 3, "yo"),             # CRLF and CRCRLF ends are fine
+])
+def test_a_csv_with_a_lone_carriage_return_names_its_line(tmp_path, data, line, after):
+    """It named the line after it, in Python's words ("do you need to open the file in universal-newline
+    mode?"). The line is the one the csv module stops on."""
+    path = tmp_path / "train.csv"
+    path.write_bytes(data)
+    lines = [part + "\n" for part in data.decode().split("\n")][:-1]  # as our reader: split at \n only
+    reader = csv.reader(lines, strict=True)
+    with pytest.raises(csv.Error, match="new-line character seen in unquoted field"):
+        list(reader)
+    assert reader.line_num == line
+    processor = custom.CustomProcessor({"train": str(path)}, ["text"], "label", ("neg", "pos"))
+    with pytest.raises(tables.GlueDataError, match=rf"^{path}:{line}: a carriage return \(\\r\) outside quotes, "
+                                                   rf"not at the line's end, after '{after}'"):
+        processor.check_files("", ["train"])
