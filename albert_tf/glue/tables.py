@@ -21,7 +21,8 @@ error one ``GlueDataError`` naming ``file:line``.
 - JSON Lines: one object per line; empty lines skipped.
 
 ``header_rows`` gives TSV and CSV rows as ``{column: value}`` by their header row (the first
-non-empty row); every row must have exactly as many fields as the header.
+non-empty row); every row must have exactly as many fields as the header, and none may repeat it
+(files joined with their headers: the header's label would become a class).
 """
 from __future__ import annotations
 
@@ -172,6 +173,9 @@ def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[s
     if repeated:
         raise GlueDataError(f"{path}:{header_line}: the header names column {repeated[0]!r} twice")
     for number, fields in rows:
+        if [field.strip().lstrip("\ufeff") for field in fields] == header:  # `cat a.tsv b.tsv`: its label a class
+            raise GlueDataError(f"{path}:{number}: the row repeats the header row (line {header_line}): files "
+                                f"joined with their headers? remove it")
         if len(fields) != len(header):
             kind = "tab-separated (a TSV has no quoting)" if fmt == "tsv" else "comma-separated"
             raise GlueDataError(f"{path}:{number}: expected {len(header)} fields ({', '.join(header)}), found "

@@ -136,3 +136,15 @@ def test_a_csv_with_a_lone_carriage_return_names_its_line(tmp_path, data, line, 
     with pytest.raises(tables.GlueDataError, match=rf"^{path}:{line}: a carriage return \(\\r\) outside quotes, "
                                                    rf"not at the line's end, after '{after}'"):
         processor.check_files("", ["train"])
+
+
+@pytest.mark.parametrize("name,data,line", [
+    ("train.tsv", "text\tlabel\nhi\tpos\n\ufefftext\tlabel\nbye\tneg\n", 3),  # `cat a.tsv b.tsv`, b with a BOM
+    ("train.csv", "text,label\nhi,pos\nbye,neg\r\ntext,label\r\nyo,pos\n", 4),
+])
+def test_a_header_repeated_inside_the_file_is_refused_not_made_a_class(tmp_path, name, data, line):
+    """Two files joined with their headers: the second header was a row whose label 'label' became a third class."""
+    path = tmp_path / name
+    path.write_bytes(data.encode("utf-8"))
+    with pytest.raises(tables.GlueDataError, match=rf"^{path}:{line}: the row repeats the header row \(line 1\)"):
+        custom.discover_labels(str(path), None, "label", False, [])
