@@ -43,7 +43,7 @@ NEGATION_PREFIXES = ("not_", "not-", "not ", "non_", "non-", "non")
 
 # In the feature caches' key: features cached by an older reader are rebuilt, not reused. 2: TSV rows
 # split on tabs as the original's GLUE reader (1 read them with CSV quote rules). Bump on any change
-# to how rows are read.
+# to how rows are read (files holding a lone \r, read otherwise before, get their own key in features).
 READER_VERSION = 2
 
 

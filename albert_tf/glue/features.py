@@ -30,6 +30,7 @@ from albert_tf.data.feature_cache import CachedSplit, cache_key, cached_records
 from albert_tf.data.records import SEQUENCE, RecordSchema, example_bytes, model_input_features
 from albert_tf.fileio import absolute, file_sha256, is_file
 from albert_tf.glue.processors import GlueProcessor, InputExample, TaskSpec
+from albert_tf.glue.tables import joins_at_cr
 
 CLS, SEP = "[CLS]", "[SEP]"
 SEQ = SEQUENCE
@@ -158,6 +159,8 @@ def cached_features(
         "max_seq_length": int(max_seq_length),
         **processor.cache_settings(),
     }
+    if joins_at_cr(data_file):  # read as a space before (now dropped, as the original): not the old records
+        settings["lone_cr"] = "dropped"
     key = cache_key(record_schema, settings)[:16]
     path = os.path.join(os.fspath(cached_dir), f"{spec.name}_{split}_{max_seq_length}_{key}.tf_record")
 

@@ -8,9 +8,11 @@ Reading rules (those of the GLUE distribution and the original's `_read_tsv`; `g
 which also reads the TSVs of `--task_name=custom`):
 - UTF-8, a leading byte-order mark is dropped (MRPC has one);
 - tab-separated, no quoting at all (`"` is an ordinary character: csv QUOTE_NONE);
-- rows end at `\\n` only (a stray `\\r` before it is dropped), never at other
-  Unicode line breaks that sit inside GLUE sentences (a file saved with CR-only line
-  endings is one line: its error says so);
+- rows end at `\\n` only, never at other Unicode line breaks that sit inside GLUE
+  sentences; every `\\r` is dropped wherever it is, as the original's reader (`tf.gfile`)
+  did, so a lone one joins the text around it, with a warning naming its lines (a file
+  saved with CR-only line endings is one line: its error says so); a NUL character is
+  an error naming its line (a file saved as UTF-16), as the original's csv reader's;
 - empty lines carry no data and are skipped.
 
 Where the original crashed (an unknown label is a KeyError far away, a short row an

@@ -1,11 +1,17 @@
 """Reading tables of text as users have them: TSV, CSV and JSON Lines, every row checked, every
 error one ``GlueDataError`` naming ``file:line``.
 
-- Text: UTF-8 (a byte-order mark is dropped); a byte that is not UTF-8 is an error naming its line.
+- Text: UTF-8 (a byte-order mark is dropped); a byte that is not UTF-8 is an error naming its line, and so
+  is a NUL character: a binary file, or text saved as UTF-16 without a byte-order mark, which is valid
+  UTF-8 with a NUL after each ASCII character. The original's csv reader refused it ("line contains
+  NUL", as the csv module of every Python before 3.11; our CSV path did so on 3.10 only).
 - TSV, the rule of the GLUE distribution and the original's ``_read_tsv``: fields are split at
-  tabs only; there is no quoting (``"`` is an ordinary character); rows end at ``\\n`` only (a
-  ``\\r`` before it is dropped), never at other line breaks that sit inside sentences; empty
-  lines are skipped. The GLUE processors read their files with ``tsv_rows`` too.
+  tabs only; there is no quoting (``"`` is an ordinary character); rows end at ``\\n`` only, never
+  at other line breaks that sit inside sentences; every ``\\r`` is dropped wherever it is, as the
+  original's reader (TensorFlow's ``GFile.readline``, under its csv reader) did: ``\\r\\n`` ends a
+  line and a lone ``\\r`` joins the text on either side, with a warning naming its lines (mixed
+  line endings run rows together); empty lines are skipped. The GLUE processors read their files
+  with ``tsv_rows`` too.
 - CSV, strict (RFC 4180): fields are split at commas; a field that starts with ``"`` is quoted:
   it may hold commas and line breaks, ``""`` is a quote inside it, and its closing quote must be
   followed by a comma or the end of the line. A quote that is never closed (or closed in the
@@ -15,7 +21,8 @@ error one ``GlueDataError`` naming ``file:line``.
 - JSON Lines: one object per line; empty lines skipped.
 
 ``header_rows`` gives TSV and CSV rows as ``{column: value}`` by their header row (the first
-non-empty row); every row must have exactly as many fields as the header.
+non-empty row); every row must have exactly as many fields as the header, and none may repeat it
+(files joined with their headers: the header's label would become a class).
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import csv
 import json
 import os
 from typing import Any, Iterator, Sequence
+
+from absl import logging
 
 from albert_tf.fileio import is_remote, open_binary
 
@@ -36,28 +45,77 @@ def decoded_lines(path: str | os.PathLike) -> Iterator[str]:
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
-                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as e:
-                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}); "
+                utf16 = number == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff")  # Excel's "Unicode Text"
+                raise GlueDataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte {e.start}"
+                                    f"{'; it starts with the byte-order mark of UTF-16' if utf16 else ''}); "
                                     f"save the file as UTF-8") from None
+            if "\0" in text:  # text saved as UTF-16 is valid UTF-8 with a NUL after each ASCII character
+                raise GlueDataError(f"{path}:{number}: holds a NUL character (\\x00) after "
+                                    f"{text[:text.index(chr(0))][-40:]!r}: not a text file, or one saved as "
+                                    f"UTF-16; save the file as UTF-8")
+            yield text
+
+
+class TsvFields(list):
+    """The fields of a TSV line; ``joined_at_cr``: the line held a carriage return before its end."""
+
+    joined_at_cr = False
 
 
 def tsv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
-    """(1-based line number, fields) for each non-empty line of a TSV: tabs only, no quoting."""
+    """(1-based line number, fields) for each non-empty line of a TSV: tabs only, no quoting.
+
+    Every ``\\r`` is dropped, as the original's ``tf.gfile`` readline did (its csv reader never saw one):
+    the same fields, so the same numbers, for CRLF files and for a ``\\r`` inside a line, which joins
+    the text on either side (a space here before, where the original had none)."""
+    joined: list[int] = []
     for number, line in enumerate(decoded_lines(path), start=1):
-        line = line[:-1] if line.endswith("\n") else line
-        line = line[:-1] if line.endswith("\r") else line
-        if line:
-            yield number, line.split("\t")
+        line = line.rstrip("\n")
+        fields = TsvFields(line.replace("\r", "").split("\t"))
+        if "\r" in line.rstrip("\r"):
+            fields.joined_at_cr = True
+            joined.append(number)
+        if fields != [""]:
+            yield number, fields
+    if joined:
+        _warn_joined_once(path, joined)
+
+
+_warned_joins: set[tuple[str, tuple[int, ...]]] = set()
+
+
+def _warn_joined_once(path: str | os.PathLike, lines: list[int]) -> None:
+    """A file read whole with lone carriage returns: the numbers are the original's, but a file with mixed
+    line endings has had rows run together, which a one-column file cannot show otherwise. Once per file
+    and process (a run reads a split several times)."""
+    key = (os.fspath(path), tuple(lines))
+    if key in _warned_joins:
+        return
+    _warned_joins.add(key)
+    shown = ", ".join(str(n) for n in lines[:10]) + (", ..." if len(lines) > 10 else "")
+    logging.warning("%s: %d line(s) hold a carriage return (\\r) before their end (lines %s); it is dropped, "
+                    "joining the text on either side, as the original's reader did; if the file has mixed "
+                    "line endings its rows have run together there: save it with LF or CRLF line endings",
+                    path, len(lines), shown)
 
 
 def cr_only_hint(fields: Sequence[str]) -> str:
-    """Why a row of a TSV saved with CR-only (classic Mac) line endings reads wrong: rows end at LF (or
-    CRLF) only, so the whole file is one line (the original's csv reader refused it too). "" otherwise."""
-    if not any("\r" in field for field in fields):
+    """Why a row of a TSV saved with CR-only (classic Mac) or mixed line endings reads wrong: rows end at LF
+    (or CRLF) only, so the rows around a lone CR run together (the whole file is one line when every line
+    ends so). "" for a row without a lone CR."""
+    if not getattr(fields, "joined_at_cr", False):
         return ""
     return ("; the line holds a carriage return (\\r) not followed by a line feed: save the file with "
             "LF or CRLF line endings (CR-only endings make the whole file one line)")
+
+
+def joins_at_cr(path: str | os.PathLike) -> bool:
+    """Whether a file holds a carriage return before a line's end (``tsv_rows`` joins the text there: the
+    feature caches of files read otherwise before are not reused)."""
+    with open_binary(path) as f:
+        return any(b"\r" in raw.rstrip(b"\n").rstrip(b"\r") for raw in f)
 
 
 def csv_rows(path: str | os.PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -115,6 +173,9 @@ def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[s
     if repeated:
         raise GlueDataError(f"{path}:{header_line}: the header names column {repeated[0]!r} twice")
     for number, fields in rows:
+        if [field.strip().lstrip("\ufeff") for field in fields] == header:  # `cat a.tsv b.tsv`: its label a class
+            raise GlueDataError(f"{path}:{number}: the row repeats the header row (line {header_line}): files "
+                                f"joined with their headers? remove it")
         if len(fields) != len(header):
             kind = "tab-separated (a TSV has no quoting)" if fmt == "tsv" else "comma-separated"
             raise GlueDataError(f"{path}:{number}: expected {len(header)} fields ({', '.join(header)}), found "
@@ -159,6 +220,10 @@ def _csv_error(path: str | os.PathLike, start: int, text: str, error: csv.Error)
                 quoted, at_field_start = False, False
             elif char == "\n":
                 line += 1
+        elif char == "\r" and text[i + 1:i + 2] not in ("", "\r", "\n"):
+            return GlueDataError(f"{path}:{line}: a carriage return (\\r) outside quotes, not at the line's end, "
+                                 f"after {text[:i].rsplit(chr(10), 1)[-1][-40:]!r}: save the file with LF or CRLF "
+                                 f"line endings (CR-only or mixed endings run rows together), or quote the field")
         elif char == '"' and at_field_start:
             quoted, opened = True, line
         elif char in ",\n":
@@ -172,4 +237,4 @@ def _csv_error(path: str | os.PathLike, start: int, text: str, error: csv.Error)
     if quoted:
         return GlueDataError(f"{path}:{opened}: a quoted field opens on this line and is never closed (the file "
                              f"ends inside it): a '\"' without its pair")
-    return GlueDataError(f"{path}:{line}: {error}")
+    return GlueDataError(f"{path}:{start + text.rstrip(chr(10)).count(chr(10))}: {error}")  # the record's last line
