@@ -21,7 +21,7 @@ import tensorflow as tf
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
-from albert_tf.fileio import TMP_MARK, atomic_write_text, is_remote, read_text
+from albert_tf.fileio import TMP_MARK, absolute, atomic_write_text, is_remote, read_text
 from albert_tf.glue.custom import REGRESSION_MARK
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training import faults
@@ -187,7 +187,9 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
     if target_format == "hf" and kind.hf_architecture is None:
         raise CheckpointError(f"the {kind.description or kind.name} has no counterpart in transformers; "
                               f"--converted_model=encoder converts the encoder alone")
-    folder = output if target_format == "hf" else os.path.dirname(os.path.abspath(output))
+    # A remote prefix (gs://...) keeps its scheme: os.path.abspath made it a local path, and the lock and the
+    # albert_config.json went to a folder "gs:/..." it created in the current folder.
+    folder = output if target_format == "hf" else os.path.dirname(absolute(output))
     config_written = None
     if target_format != "hf" and not config_file:
         config_written = os.path.join(folder, CONFIG_BESIDE_OUTPUT)

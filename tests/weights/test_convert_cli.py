@@ -2,6 +2,7 @@
 back with tf.train.load_checkpoint and compared bit for bit with Google's checkpoint."""
 import json
 import os
+import posixpath
 import socket
 import subprocess
 import sys
@@ -386,3 +387,20 @@ def test_a_rerun_after_ctrl_c_just_after_the_output_is_in_place_accepts_it(share
     assert {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in [*tf2.parent.iterdir(), *hf_out.iterdir()]
             if p.name != "checkpoint"} == before
     assert sorted(os.listdir(hf_out)) == ["config.json", "model.safetensors"]  # no temporary left
+
+
+def test_a_remote_tf_output_gets_its_config_beside_it_and_no_local_folder(shared, tmp_path, monkeypatch):
+    """A remote --converted_checkpoint (gs://..., here TensorFlow's in-memory ram://) of an HF input: its
+    albert_config.json went to a local folder `gs:/bucket/...` made in the current folder (os.path.abspath of
+    the URL), not beside the checkpoint, and that folder stayed."""
+    import uuid
+
+    from albert_tf.conversion import convert
+
+    monkeypatch.chdir(tmp_path)
+    out = f"ram://convert-{uuid.uuid4().hex}/run/model.ckpt"
+    done = convert(str(shared("reference", "hf_albert_tiny_shared")), out, "hf_to_tf2")
+    assert done.config_written == posixpath.join(posixpath.dirname(out), "albert_config.json")
+    assert tf.io.gfile.exists(done.config_written) and tf.io.gfile.exists(out + ".index")
+    assert json.loads(tf.io.gfile.GFile(done.config_written).read())["vocab_size"] > 0
+    assert os.listdir(tmp_path) == []  # nothing local
