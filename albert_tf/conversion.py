@@ -16,6 +16,7 @@ import uuid
 from typing import Callable, Optional
 
 import tensorflow as tf
+from absl import logging
 
 # Imported for their model kinds (each module registers its own).
 import albert_tf.glue.heads  # noqa: F401
@@ -246,6 +247,10 @@ def _name_labels_from_the_run(model, source: _Source) -> None:
         text = read_text(path)
     except UnicodeDecodeError:
         return  # not a file of ours
+    except (OSError, tf.errors.OpError) as e:  # the names are a nicety: the conversion goes on without them
+        logging.warning("%s could not be read (%s): the Hugging Face config names the labels LABEL_0, ...",
+                        path, getattr(e, "strerror", None) or e)
+        return
     labels = [line for line in (text or "").splitlines() if line]
     if len(labels) == num_labels and REGRESSION_MARK not in labels:
         model.config.extra["id2label"] = {str(i): label for i, label in enumerate(labels)}

@@ -230,7 +230,9 @@ class HubModule(tf.Module):
         self.max_seq_length = max_seq_length  # where serve_text truncates raw text
         # The id signatures take what the model can: the original module's took any length up to it.
         self.max_positions = pretrainer.config.max_position_embeddings
-        self.vocab_size = pretrainer.config.vocab_size  # ids outside it: a message naming input_ids
+        # Ids outside the embedding tables: a message naming the input, not the embedding's gather.
+        self.id_limits = {"input_ids": ("vocab_size", pretrainer.config.vocab_size),
+                          "segment_ids": ("type_vocab_size", pretrainer.config.type_vocab_size)}
 
     def _encode(self, inputs, training: bool = False):
         out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
@@ -239,7 +241,7 @@ class HubModule(tf.Module):
 
     def _ids(self, input_ids, input_mask, segment_ids) -> dict:
         ids = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        return check_max_length(ids, self.max_positions, "max_position_embeddings", vocab_size=self.vocab_size)
+        return check_max_length(ids, self.max_positions, "max_position_embeddings", id_limits=self.id_limits)
 
     def tokens(self, input_ids, input_mask, segment_ids):
         return self._encode(self._ids(input_ids, input_mask, segment_ids))

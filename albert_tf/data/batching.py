@@ -188,21 +188,24 @@ def group_by_length_batches(lengths: np.ndarray, global_batch_size: int, seed: i
 
 
 def check_max_length(inputs: Mapping[str, tf.Tensor], max_seq_length: int, limit: str = "max_seq_length",
-                     vocab_size: int | None = None) -> dict:
+                     id_limits: Mapping[str, tuple[str, int]] | None = None) -> dict:
     """``inputs`` (as int32), failing at run time with a clear message when their length (last
     axis) exceeds ``max_seq_length``: what exported models accept is any length up to it.
-    ``limit`` names that length in the message. With ``vocab_size``: also when ``input_ids`` holds
-    an id outside [0, vocab_size) (the embedding's gather named neither the input nor the size)."""
+    ``limit`` names that length in the message. ``id_limits``, ``{input: (config field, size)}``
+    (``{"input_ids": ("vocab_size", 30000)}``): also when such an input holds an id outside [0, size)
+    (the embedding's gather named neither the input nor the size; on a GPU it gives zeros silently)."""
     first = next(iter(inputs.values()))
     checks = [tf.debugging.assert_less_equal(
         tf.shape(first)[-1], max_seq_length,
         message=f"input length exceeds this model's {limit} ({max_seq_length}); shorten the inputs")]
-    if vocab_size is not None:
-        ids = tf.cast(inputs["input_ids"], tf.int32)
+    for name, (field, size) in (id_limits or {}).items():
+        ids = tf.cast(inputs[name], tf.int32)
         lowest, highest = tf.reduce_min(ids), tf.reduce_max(ids)  # empty: passes
+        hint = "ids made with another tokenizer?" if name == "input_ids" else f"they run from 0 to {size - 1}."
+        # No apostrophe in an Assert's data: TensorFlow prints it escaped (model\'s).
         checks.append(tf.debugging.Assert(
-            tf.logical_and(lowest >= 0, highest < vocab_size),
-            [f"input_ids holds an id outside [0, {vocab_size}) (this model's vocab_size {vocab_size}); "
-             f"ids made with another tokenizer? The id:", tf.where(lowest < 0, lowest, highest)]))
+            tf.logical_and(lowest >= 0, highest < size),
+            [f"{name} holds an id outside [0, {size}) ({field} {size} of the ALBERT config); {hint} The id:",
+             tf.where(lowest < 0, lowest, highest)]))
     with tf.control_dependencies(checks):
         return {name: tf.identity(tf.cast(value, tf.int32)) for name, value in inputs.items()}

@@ -145,7 +145,7 @@ def test_id_signatures_take_lengths_up_to_max_position_embeddings(exported, tmp_
 def test_id_signatures_name_input_ids_outside_the_vocabulary(exported):
     """An id >= vocab_size or < 0 given to tokens, mlm or sop failed in the graph's embedding gather
     ("indices[0,2] = 30000 is not in [0, 30000) [[{{node ...embeddings/Gather}}]]"): now the message names
-    input_ids, the id and the vocab_size."""
+    input_ids, the id and the vocab_size; segment_ids past type_vocab_size likewise."""
     folder, _, _ = exported
     script = textwrap.dedent(f"""
         import json, tensorflow as tf, tensorflow_text  # noqa: F401
@@ -159,6 +159,12 @@ def test_id_signatures_name_input_ids_outside_the_vocabulary(exported):
                 result[name] = None
             except tf.errors.InvalidArgumentError as e:
                 result[name] = e.message
+        ids = tf.constant([[2, 40, 41, 3]])
+        try:
+            sigs["tokens"](input_ids=ids, input_mask=tf.ones_like(ids), segment_ids=tf.constant([[0, 0, 2, 1]]))
+            result["segments"] = None
+        except tf.errors.InvalidArgumentError as e:
+            result["segments"] = e.message
         good = tf.constant([[2, 29999, 0, 3]])
         result["edge"] = sigs["tokens"](input_ids=good, input_mask=tf.ones_like(good),
                                         segment_ids=tf.zeros_like(good))["pooled_output"].shape.as_list()
@@ -169,9 +175,12 @@ def test_id_signatures_name_input_ids_outside_the_vocabulary(exported):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     for name, bad in (("tokens", 30000), ("mlm", 31234), ("sop", -1)):
         message = result[name] or ""
-        assert "input_ids holds an id outside [0, 30000) (this model's vocab_size 30000)" in message.replace(
-            "\\'", "'"), (name, message)
+        assert "input_ids holds an id outside [0, 30000) (vocab_size 30000 of the ALBERT config); ids made with " \
+               "another tokenizer?" in message, (name, message)
         assert f"The id:] [{bad}]" in message, (name, message)
+    # segment_ids past type_vocab_size (2): on a GPU the gather gives zeros, wrong numbers without an error.
+    assert "segment_ids holds an id outside [0, 2) (type_vocab_size 2 of the ALBERT config); they run from 0 " \
+           "to 1. The id:] [2]" in (result["segments"] or ""), result["segments"]
     assert result["edge"] == [1, 32]
 
 

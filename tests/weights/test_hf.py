@@ -211,6 +211,12 @@ def test_a_custom_runs_labels_name_the_classifiers_hf_labels(tmp_path, random_tf
     hf_config = json.loads((tmp_path / "hf2" / "config.json").read_text())
     assert hf_config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
 
+    (run / "labels.txt").unlink()
+    (run / "labels.txt").mkdir()  # unreadable (as one without read permission): the names are only a nicety
+    convert(str(run / "model.ckpt-best"), str(tmp_path / "hf3"), "tf1_to_hf",
+            config_file=str(tmp_path / "albert_config.json"))
+    assert json.loads((tmp_path / "hf3" / "config.json").read_text())["id2label"]["0"] == "LABEL_0"
+
 
 def test_task_heads_use_transformers_class_names(tmp_path, random_tf1_checkpoint):
     config = AlbertConfig(**MULTI_GROUP)
