@@ -58,10 +58,12 @@ _NOISY_PACKAGES = r"(tensorflow|tf_keras|keras|tensorflow_text|tensorflow_hub|go
 
 def verbose_requested(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
     """Whether the user asked for start-up output: ``--verbosity=N`` / ``-v N`` with N >= 1
-    on the command line, or ``ALBERT_TF_VERBOSE`` set to anything but empty/0/false/no/off."""
+    on the command line (the last one counts, as for absl), or ``ALBERT_TF_VERBOSE`` set to
+    anything but empty/0/false/no/off."""
     if environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
         return True
     args = list(argv)
+    verbose = False
     for i, arg in enumerate(args):
         if arg == "--":
             break
@@ -73,10 +75,10 @@ def verbose_requested(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
                 value = args[i + 1]
         if value is not None:
             try:
-                return int(value) >= 1
+                verbose = int(value) >= 1  # absl keeps the last value given: so do we
             except ValueError:
                 return False  # absl reports the bad value itself
-    return False
+    return verbose
 
 
 def is_noise(line: str) -> bool:

@@ -44,6 +44,10 @@ KEPT = [
     (["--verbosity=-1"], {}, False),
     (["--verbosity=x"], {}, False),
     (["--", "--verbosity=1"], {}, False),
+    (["--verbosity=0", "--verbosity=1"], {}, True),  # absl keeps the last value
+    (["--verbosity=1", "--verbosity=0"], {}, False),
+    (["-v", "1", "--v=0"], {}, False),
+    (["--v=0", "-v", "1"], {}, True),
     (["--output_dir=v"], {VERBOSE_ENV: "1"}, True),
     ([], {VERBOSE_ENV: "yes"}, True),
     ([], {VERBOSE_ENV: "0"}, False),
@@ -51,6 +55,23 @@ KEPT = [
 ])
 def test_verbose_requested(argv, env, expected):
     assert verbose_requested(argv, env) is expected
+
+
+@pytest.mark.parametrize("argv", [
+    ["--verbosity=0", "--verbosity=1"],
+    ["--verbosity=1", "--verbosity=0"],
+    ["-v", "1", "--v=0"],
+    ["--v=0", "-v", "2"],
+    ["--output_dir=v", "--verbosity", "1", "-v=0"],
+])
+def test_verbose_requested_agrees_with_absl(argv):
+    # Independent oracle: absl's own parser for an int flag named like its --verbosity (short name v).
+    from absl import flags
+    values = flags.FlagValues()
+    flags.DEFINE_integer("verbosity", -1, "", short_name="v", flag_values=values)
+    flags.DEFINE_string("output_dir", None, "", flag_values=values)
+    values(["prog", *argv])
+    assert verbose_requested(argv, {}) is (values.verbosity >= 1)
 
 
 def test_noise_lines_are_recognized_and_others_kept():

@@ -69,7 +69,7 @@ def read_rows(path: str, fmt: str, columns: Sequence[str]) -> Iterator[tuple[int
             raise GlueDataError(f"{path}:{line}: no column {missing[0]!r}; the columns found are "
                                 f"{', '.join(map(repr, row)) or 'none'}")
         yield line, row
-    if not seen:
+    if not seen:  # a JSON Lines file with no objects (a TSV/CSV with only its header fails in header_rows)
         raise GlueDataError(f"{path}:1: empty file: no rows of data")
 
 

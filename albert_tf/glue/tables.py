@@ -158,7 +158,8 @@ def json_rows(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, {column: value}) for each data row of a TSV, CSV (``fmt``) or JSON Lines file."""
+    """(line number, {column: value}) for each data row of a TSV, CSV (``fmt``) or JSON Lines file;
+    a TSV or CSV holding its header row alone is an error."""
     if fmt == "jsonl":
         yield from json_rows(path)
         return
@@ -172,6 +173,7 @@ def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[s
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:
         raise GlueDataError(f"{path}:{header_line}: the header names column {repeated[0]!r} twice")
+    seen = False
     for number, fields in rows:
         if [field.strip().lstrip("\ufeff") for field in fields] == header:  # `cat a.tsv b.tsv`: its label a class
             raise GlueDataError(f"{path}:{number}: the row repeats the header row (line {header_line}): files "
@@ -180,7 +182,10 @@ def header_rows(path: str | os.PathLike, fmt: str) -> Iterator[tuple[int, dict[s
             kind = "tab-separated (a TSV has no quoting)" if fmt == "tsv" else "comma-separated"
             raise GlueDataError(f"{path}:{number}: expected {len(header)} fields ({', '.join(header)}), found "
                                 f"{len(fields)} {kind}: {_clip(fields)}")
+        seen = True
         yield number, dict(zip(header, fields))
+    if not seen:  # not an empty file: name what it does hold
+        raise GlueDataError(f"{path}:{header_line}: the file has a header row but no rows of data")
 
 
 def _clip(fields: list[str], limit: int = 200) -> str:

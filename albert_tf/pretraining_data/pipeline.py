@@ -101,7 +101,8 @@ def _writing_to(path: str) -> Iterator[None]:
 def _tokenize_corpus(config: PipelineConfig, runner: Runner, work_dir: str, counters: ReadCounters) -> CorpusFacts:
     """Phase 1: input files -> DocumentStore in `work_dir`."""
     block_bytes = max(1, int(config.block_size_mb * 1024 * 1024))
-    progress = Progress("tokenizing", sum(os.path.getsize(p) for p in config.input_files), config.progress_interval)
+    progress = Progress("tokenizing", sum(os.path.getsize(p) for p in config.input_files), config.progress_interval,
+                        counts=("documents",))  # instances are made in the next phase
     blocks = iter_blocks(config.input_files, block_bytes, config.skip_invalid_lines, counters)
     sizes: collections.deque = collections.deque()
 
@@ -197,7 +198,7 @@ def _write_outputs(config: PipelineConfig, runner: Runner, scatter: ScatterFacts
                    temp_files: list[str], shuffle_stats: ShuffleStats) -> None:
     """Phase 3: workers sort the buckets into pieces; their pieces are appended here in bucket order."""
     total = sum(scatter.bucket_counts.values())
-    progress = Progress("writing", total, config.progress_interval)
+    progress = Progress("writing", total, config.progress_interval, counts=("instances",))  # one record each
     memory_limit = int(config.shuffle_bucket_mb * (1 << 20))
     tags, max_open = tuple(sorted(scatter.tags)), _max_open_files()
     tasks, first = [], 0

@@ -16,10 +16,13 @@ from albert_tf.fileio import atomic_write_text
 
 
 class Progress:
-    """Progress lines on stderr for one phase: share done, documents and instances per second, ETA."""
+    """Progress lines on stderr for one phase: share done, the counts the phase reports (``counts``:
+    documents, instances) and their rates, ETA. A count the phase never reports is left out of its lines
+    (writing counted no documents: its lines said "0 documents (0/s)")."""
 
-    def __init__(self, phase: str, total: int, interval: float):
+    def __init__(self, phase: str, total: int, interval: float, counts: Sequence[str] = ("documents", "instances")):
         self.phase = phase
+        self.counts = tuple(counts)
         self.total = max(1, total)
         self.interval = interval
         self.start = self.last = time.monotonic()
@@ -40,9 +43,10 @@ class Progress:
         elapsed = max(now - self.start, 1e-9)
         fraction = min(1.0, self.done / self.total)
         eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("inf")
+        counted = "".join(f"| {getattr(self, name)} {name} ({getattr(self, name) / elapsed:.0f}/s) "
+                          for name in self.counts)
         sys.stderr.write(
-            f"create_pretraining_data: {self.phase} {100 * fraction:5.1f}% | {self.documents} documents "
-            f"({self.documents / elapsed:.0f}/s) | {self.instances} instances ({self.instances / elapsed:.0f}/s) "
+            f"create_pretraining_data: {self.phase} {100 * fraction:5.1f}% {counted}"
             f"| elapsed {elapsed:.0f}s | ETA {eta:.0f}s\n"
         )
         sys.stderr.flush()

@@ -87,11 +87,12 @@ _NUL_STAND_IN = "\U000F0000"  # plane 15 private use: no case, and nothing a tex
 _TEXTS = tf.TensorSpec(None, tf.string)
 
 
-def _as_batch(texts: tf.Tensor) -> tf.Tensor:
+def _as_batch(texts: tf.Tensor, owner: str = "TFTokenizer") -> tf.Tensor:
     """A batch [N] of texts; one string (a scalar) is a batch of one. More dimensions are an error
-    naming what is expected, not a reshape that would silently tokenize each cell."""
+    naming what is expected, not a reshape that would silently tokenize each cell. Shared with
+    `TFWordPieceTokenizer` (`owner` names the tokenizer in the error)."""
     check = tf.debugging.assert_rank_in(
-        texts, [0, 1], message="TFTokenizer expects one string or a 1-D batch of strings [N]")
+        texts, [0, 1], message=f"{owner} expects one string or a 1-D batch of strings [N]")
     with tf.control_dependencies([check]):
         return tf.reshape(texts, [-1])
 

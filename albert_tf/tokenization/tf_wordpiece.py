@@ -9,11 +9,13 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.tokenization.tf_tokenizer import _TEXTS, _as_batch
 from albert_tf.tokenization.wordpiece import load_vocab
 
 
 class TFWordPieceTokenizer(tf.Module):
-    """`tokenize(tf.string [N]) -> tf.RaggedTensor int32 [N, (ids)]` on a vocab.txt."""
+    """`tokenize(tf.string [N]) -> tf.RaggedTensor int32 [N, (ids)]` on a vocab.txt (a scalar string gives
+    one row, as `TFTokenizer`)."""
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True, name: str | None = None):
         super().__init__(name=name)
@@ -31,6 +33,8 @@ class TFWordPieceTokenizer(tf.Module):
         self._bert = tf_text.BertTokenizer(table, token_out_type=tf.int64, lower_case=do_lower_case,
                                            unknown_token="[UNK]")
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[_TEXTS])
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Ids of each text (int32 ragged [N, None]); one string (a scalar) gives one row, [1, None]."""
+        texts = _as_batch(texts, "TFWordPieceTokenizer")
         return tf.cast(self._bert.tokenize(texts).merge_dims(1, 2), tf.int32)

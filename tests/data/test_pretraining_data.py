@@ -253,3 +253,23 @@ def test_outputs_reach_the_disk_before_their_renames(botchan_corpus, spm_model, 
         (src,) = [e[1] for e in events if e[0] == "rename" and e[2] == str(shard)]
         renamed = events.index(("rename", src, str(shard)))
         assert ("sync", src) in events[:renamed], events
+
+
+def test_progress_lines_report_what_each_phase_counts(spm_model, make_config, tmp_path, capsys):
+    """Each phase's progress line gives the counts it makes: tokenizing documents, instances both, writing
+    the instances it writes (its lines said "0 documents (0/s)", and tokenizing's "0 instances")."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"Document {d} starts here.\nIt has a second sentence, number {d}.\n"
+                              f"And a third one about cats and dogs.\n\n" for d in range(6)), encoding="utf-8")
+    capsys.readouterr()
+    summary = create_pretraining_data(make_config(corpus, spm_model, [tmp_path / "out.tfrecord"],
+                                                  dupe_factor=2, progress_interval=1e-9))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("create_pretraining_data: ")]
+    last = {phase: [line for line in lines if line.split()[1] == phase][-1]
+            for phase in ("tokenizing", "instances", "writing")}
+    documents, instances = summary["documents"], summary["instances"]
+    assert documents == 6 and instances > 0
+    assert f"| {documents} documents (" in last["tokenizing"] and " instances (" not in last["tokenizing"]
+    assert f"| {2 * documents} documents (" in last["instances"]  # each document once per dupe pass
+    assert f"| {instances} instances (" in last["instances"]
+    assert f"| {instances} instances (" in last["writing"] and " documents (" not in last["writing"], last

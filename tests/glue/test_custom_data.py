@@ -88,7 +88,7 @@ def test_labels_are_found_sorted_and_scores_are_a_regression(tmp_path, caplog):
     ("empty_text.jsonl", '{"text": "ok", "label": "pos"}\n{"text": " ", "label": "neg"}\n',
      ":2: empty text in column 'text'"),
     ("empty.tsv", "", ":1: empty file"),
-    ("header_only.csv", "text,label\n", ":1: empty file: no rows of data"),
+    ("header_only.csv", "text,label\n", ":1: the file has a header row but no rows of data"),
     ("latin1.tsv", "text\tlabel\ncaf\xe9\tpos\n".encode("latin-1"), ":2: not valid UTF-8"),
     ("not_json.jsonl", '{"text": "ok", "label": "pos"}\n{"text": oops}\n', ":2: not a JSON object"),
 ])

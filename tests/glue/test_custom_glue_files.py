@@ -92,7 +92,9 @@ def test_features_cached_by_the_quote_rule_reader_are_not_reused(tmp_path, spm_m
     ("short.tsv", "text\tlabel\nfine\tpos\nnothing\n", ":3: expected 2 fields (text, label), found 1"),
     ("extra.csv", "text,label\nfine,pos\nsome,text,neg\n", ":3: expected 2 fields (text, label), found 3"),
     ("repeated.tsv", "text\ttext\nfine\tpos\n", ":1: the header names column 'text' twice"),
-    ("header_only.tsv", "text\tlabel\n", ":1: empty file: no rows of data"),
+    ("header_only.tsv", "text\tlabel\n", ":1: the file has a header row but no rows of data"),
+    ("late_header.tsv", "\n\ntext\tlabel\n\n", ":3: the file has a header row but no rows of data"),
+    ("blank.jsonl", "\n\n", ":1: empty file: no rows of data"),
     ("blank.csv", "\n\n", ":1: empty file: expected a header row"),
 ])
 def test_rows_of_the_wrong_width_and_empty_files_are_one_error(tmp_path, name, content, message):
@@ -250,7 +252,8 @@ def test_driver_refuses_bad_files_with_one_line_and_writes_nothing(tmp_path, tin
                                           f"and is never closed (the file ends inside it): a '\"' without its pair\n")
     assert results["nan"]["stderr"].startswith(f"run_classifier.py: error: {nan}:3: label 'nan' is not a finite")
     assert results["wide test"]["stderr"].startswith(f"run_classifier.py: error: {wide}:3: expected 2 fields")
-    assert results["empty dev"]["stderr"] == f"run_classifier.py: error: {empty}:1: empty file: no rows of data\n"
+    assert results["empty dev"]["stderr"] == (f"run_classifier.py: error: {empty}:1: the file has a header row but no "
+                                              f"rows of data\n")
     assert "--positive_label=yes: custom has the labels ['neg', 'pos']" in results["positive"]["stderr"]
     assert all(r["code"] == 1 for r in results.values()), results
     assert all(r["stderr"].count("\n") == 1 for r in results.values()), results  # one line, no traceback
