@@ -37,7 +37,7 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.batching import check_max_length
+from albert_tf.data.batching import check_max_length, embedding_id_limits
 from albert_tf.fileio import TMP_MARK, give_umask_modes, is_remote
 from albert_tf.modeling.serving_precision import DEFAULT_SERVING_PRECISION, model_for_serving
 from albert_tf.run_lock import RunLock
@@ -231,8 +231,7 @@ class HubModule(tf.Module):
         # The id signatures take what the model can: the original module's took any length up to it.
         self.max_positions = pretrainer.config.max_position_embeddings
         # Ids outside the embedding tables: a message naming the input, not the embedding's gather.
-        self.id_limits = {"input_ids": ("vocab_size", pretrainer.config.vocab_size),
-                          "segment_ids": ("type_vocab_size", pretrainer.config.type_vocab_size)}
+        self.id_limits = embedding_id_limits(pretrainer.config)
 
     def _encode(self, inputs, training: bool = False):
         out = self._model.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)

@@ -187,6 +187,13 @@ def group_by_length_batches(lengths: np.ndarray, global_batch_size: int, seed: i
     return epochs.flat_map(epoch_batches)
 
 
+def embedding_id_limits(config) -> dict[str, tuple[str, int]]:
+    """``check_max_length``'s ``id_limits`` for a model of ``config`` (an ``AlbertConfig``): the sizes of
+    the tables ``input_ids`` and ``segment_ids`` index."""
+    return {"input_ids": ("vocab_size", config.vocab_size),
+            "segment_ids": ("type_vocab_size", config.type_vocab_size)}
+
+
 def check_max_length(inputs: Mapping[str, tf.Tensor], max_seq_length: int, limit: str = "max_seq_length",
                      id_limits: Mapping[str, tuple[str, int]] | None = None) -> dict:
     """``inputs`` (as int32), failing at run time with a clear message when their length (last

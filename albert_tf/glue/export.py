@@ -37,7 +37,7 @@ import math
 
 import tensorflow as tf
 
-from albert_tf.data.batching import check_max_length, trim_to_longest
+from albert_tf.data.batching import check_max_length, embedding_id_limits, trim_to_longest
 from albert_tf.versions import new_version_folder
 from albert_tf.data.records import MODEL_INPUTS
 from albert_tf.glue.processors import TaskSpec
@@ -73,6 +73,9 @@ class ClassifierServing(tf.Module):
         # Tracked, its resource is saved (tensorflow-text ops) whether a signature uses it or not.
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
+        # Ids outside the embedding tables (an Example of another tokenizer's ids): a message naming the
+        # input, not the embedding's gather (on a GPU, zeros and a wrong answer without an error).
+        self.id_limits = embedding_id_limits(model.config)
         self.regression = spec.is_regression
         self.label_strings = tf.constant(list(spec.labels or ["score"]))
         self.threshold = None if threshold is None else tf.constant(float(threshold), tf.float32)
@@ -85,7 +88,8 @@ class ClassifierServing(tf.Module):
             input_signature=[{name: ids for name in MODEL_INPUTS}])
 
     def _outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        out = self._forward(check_max_length({k: inputs[k] for k in MODEL_INPUTS}, self.max_seq_length))
+        out = self._forward(check_max_length({k: inputs[k] for k in MODEL_INPUTS}, self.max_seq_length,
+                                             id_limits=self.id_limits))
         if self.regression:
             score = tf.cast(out["probabilities"], tf.float32)
             return {"score": score, "predictions": score}

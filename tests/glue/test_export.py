@@ -2,6 +2,7 @@
 the threshold rule. (Export → reload in another process: test_run_classifier.py.)"""
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -222,3 +223,27 @@ def test_a_full_disk_during_the_save_is_one_line_naming_the_version_and_keeps_th
                         f"written of it is removed; free space and rerun", str(err.value)), str(err.value)
     assert {p: p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()} == files
     assert os.listdir(base) == [os.path.basename(earlier)]
+
+
+def test_ids_outside_the_embedding_tables_are_named(tmp_path):
+    """Examples holding another tokenizer's ids (>= vocab_size) or a segment id past type_vocab_size: the
+    export's serving_default names the input, the id and the size (it failed in the embedding's gather;
+    on a GPU the gather gives zeros, a wrong answer without an error)."""
+    spec = get_task_spec("mrpc")
+    model = heads.build_classifier(AlbertConfig(**TINY), "mrpc")
+    path = export.export_classifier(model, spec, str(tmp_path / "glue"), SEQ, None, text_signature=False)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+
+    def example(input_ids, segment_ids):
+        pad = SEQ - len(input_ids)
+        feats = features.InputFeatures(input_ids=input_ids + [0] * pad, input_mask=[1] * len(input_ids) + [0] * pad,
+                                       segment_ids=segment_ids + [0] * pad, label_id=0, is_real_example=True)
+        return features.to_tf_example(feats, False).SerializeToString()
+
+    assert serve(examples=tf.constant([example([2, 29999, 3], [0, 0, 0])]))["probabilities"].shape == (1, 2)
+    for ids, segments, words in (([2, 30000, 3], [0, 0, 0], "input_ids holds an id outside [0, 30000) (vocab_size "
+                                                            "30000 of the ALBERT config)"),
+                                 ([2, 40, 3], [0, 2, 0], "segment_ids holds an id outside [0, 2) (type_vocab_size 2 "
+                                                         "of the ALBERT config)")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(words)):
+            serve(examples=tf.constant([example(ids, segments)]))
