@@ -22,7 +22,7 @@ from absl import logging
 import albert_tf.glue.heads  # noqa: F401
 import albert_tf.race.model  # noqa: F401
 import albert_tf.squad.heads  # noqa: F401
-from albert_tf.fileio import TMP_MARK, absolute, atomic_write_text, is_remote, read_text
+from albert_tf.fileio import TMP_MARK, absolute, atomic_write_text, read_text
 from albert_tf.glue.custom import REGRESSION_MARK
 from albert_tf.run_lock import output_dir_lock
 from albert_tf.training import faults
@@ -216,9 +216,8 @@ def convert(path: str, output: str, direction: str, *, kind: str = "auto", confi
                 # finished as that run would have (its config, its state file entry), nothing replaced.
                 if config_written:
                     atomic_write_text(config_written, config_text)
-                prefix = output if is_remote(output) else os.path.abspath(output)
-                if prefix not in files.all_checkpoints(os.path.dirname(prefix)):
-                    publish_checkpoint(prefix)
+                if absolute(output) not in files.all_checkpoints(folder):
+                    publish_checkpoint(output)
                 return Conversion(kind.name, report, output, config_written, already_there=True)
             # The config is in place before the checkpoint: a kill in between leaves a config the rerun
             # accepts (it is the same); the other way round, a checkpoint whose config (for an HF input,
