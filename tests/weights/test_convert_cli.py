@@ -3,6 +3,7 @@ back with tf.train.load_checkpoint and compared bit for bit with Google's checkp
 import json
 import os
 import posixpath
+import signal
 import socket
 import subprocess
 import sys
@@ -370,8 +371,10 @@ def test_a_rerun_after_ctrl_c_just_after_the_output_is_in_place_accepts_it(share
             common + [f"--converted_checkpoint={hf_out}", "--direction=tf1_to_hf"]]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     for argv in runs:
+        # SIGINT as a user's shell leaves it: pytest-xdist workers ignore it, and children inherit that.
         done = subprocess.run([sys.executable, "-c", CTRL_C_AFTER_THE_FIRST_RENAME, "convert_checkpoint.py", *argv],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert done.returncode == 130, done.stderr[-3000:]
         assert "rerun the same command to finish" in done.stderr.strip().splitlines()[-1]
     assert sorted(os.listdir(tf2.parent)) == ["model.ckpt.data-00000-of-00001", "model.ckpt.index"]  # no state file
